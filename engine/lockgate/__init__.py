@@ -1,0 +1,105 @@
+"""Lockgate: dataflow pipelines on Apache Spark in checkpointed window cycles.
+
+>>> import lockgate as lg
+>>> from datetime import timedelta
+>>> p = lg.Pipeline("bids", cycle_window=timedelta(minutes=1))
+>>> bids = p.source(lg.NexmarkSource("bid", events_per_second=100, max_events=10_000))
+>>> (bids.key_by("auction").window(lg.Tumbling(timedelta(seconds=10)))
+...      .aggregate(n=lg.count()).sink(lg.CollectSink("counts")))
+>>> client = lg.connect("embedded")
+>>> client.run("my_pipelines.py:p", until_caught_up=True)
+"""
+
+from __future__ import annotations
+
+from .api import (
+    Aggregate,
+    CollectSink,
+    FileSink,
+    FileSource,
+    NexmarkSource,
+    Pipeline,
+    PostgresSink,
+    PostgresSource,
+    Session,
+    Sliding,
+    Stream,
+    Tumbling,
+    Watermark,
+    approx_distinct,
+    avg,
+    collect,
+    count,
+    load_pipeline,
+    max,
+    min,
+    sum,
+)
+from .client.base import CheckpointInfo, Client, CompileResult, JobEvent, JobInfo, RunResult
+from .errors import (
+    CompileError,
+    JobNotFoundError,
+    LockgateError,
+    SnapshotError,
+    StateLayoutError,
+    WindowGapError,
+)
+
+__version__ = "0.1.0"
+
+
+def connect(url: str = "embedded", **options: object) -> Client:
+    """A client for ``url``: ``"embedded"`` (in this process) or ``"grpc://host:port"`` (a controller).
+
+    ``options`` go to the client: for embedded, ``home``, ``catalog_url``, ``snapshots``,
+    ``spark_master``, ``keep_checkpoints``; for gRPC, ``token``, ``tls_ca``, ``timeout``.
+    """
+    if url in ("embedded", "", None) or url.startswith("embedded"):
+        from .client.embedded import EmbeddedClient
+
+        return EmbeddedClient(**options)  # type: ignore[arg-type]
+    if url.startswith(("grpc://", "grpcs://")):
+        try:
+            from .server.client import GrpcClient
+        except ImportError as err:  # pragma: no cover - until the server exists
+            raise LockgateError(f"the gRPC client is not available: {err}") from err
+        return GrpcClient(url, **options)  # type: ignore[arg-type]
+    raise LockgateError(f"unknown controller URL {url!r}: use 'embedded' or 'grpc://host:port'")
+
+
+__all__ = [
+    "Aggregate",
+    "CheckpointInfo",
+    "Client",
+    "CollectSink",
+    "CompileError",
+    "CompileResult",
+    "FileSink",
+    "FileSource",
+    "JobEvent",
+    "JobInfo",
+    "JobNotFoundError",
+    "LockgateError",
+    "NexmarkSource",
+    "Pipeline",
+    "PostgresSink",
+    "PostgresSource",
+    "RunResult",
+    "Session",
+    "Sliding",
+    "SnapshotError",
+    "StateLayoutError",
+    "Stream",
+    "Tumbling",
+    "Watermark",
+    "WindowGapError",
+    "approx_distinct",
+    "avg",
+    "collect",
+    "connect",
+    "count",
+    "load_pipeline",
+    "max",
+    "min",
+    "sum",
+]

@@ -1,0 +1,38 @@
+"""The user's DSL: Pipeline, Stream, windows, aggregates, sources and sinks."""
+
+from .aggregates import Aggregate, approx_distinct, avg, collect, count, max, min, sum
+from .loader import load_pipeline
+from .pipeline import Input, OpNode, Pipeline, Stream, WindowedStream
+from .sinks import CollectSink, FileSink, PostgresSink, Sink
+from .sources import FileSource, NexmarkSource, PostgresSource, Source
+from .windows import Session, Sliding, Tumbling, Watermark, WindowSpec
+
+__all__ = [
+    "Aggregate",
+    "CollectSink",
+    "FileSink",
+    "FileSource",
+    "Input",
+    "NexmarkSource",
+    "OpNode",
+    "Pipeline",
+    "PostgresSink",
+    "PostgresSource",
+    "Session",
+    "Sink",
+    "Sliding",
+    "Source",
+    "Stream",
+    "Tumbling",
+    "Watermark",
+    "WindowSpec",
+    "WindowedStream",
+    "load_pipeline",
+    "approx_distinct",
+    "avg",
+    "collect",
+    "count",
+    "max",
+    "min",
+    "sum",
+]

@@ -1,0 +1,297 @@
+"""Pipeline and Stream: the user's DSL.
+
+A pipeline is defined in an ordinary Python module and referenced as
+``path/to/file.py:attr`` or ``package.module:attr``::
+
+    from datetime import timedelta
+    import lockgate as lg
+
+    pipeline = lg.Pipeline("bids_per_auction", cycle_window=timedelta(minutes=1))
+    bids = pipeline.source(lg.NexmarkSource("bid", events_per_second=500), name="bids")
+    (bids.filter("price > 100")
+         .key_by("auction")
+         .window(lg.Tumbling(timedelta(seconds=10)))
+         .aggregate(bids=lg.count(), top=lg.max("price"), name="per_auction")
+         .sink(lg.FileSink("out/per_auction")))
+
+Nothing runs when the module is imported: the calls record operators, and
+:func:`lockgate.plan.compile_pipeline` turns them into a plan.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from .aggregates import Aggregate
+from .sinks import Sink
+from .sources import Source
+from .windows import Session, Sliding, Tumbling, Watermark, WindowSpec, _micros
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass
+class Input:
+    """One input of an operator: the upstream operator, and the key columns when the
+    edge is partitioned by key (``None``: forward)."""
+
+    node: str
+    keys: tuple[str, ...] | None = None
+
+
+@dataclass
+class OpNode:
+    """One operator as the user declared it, before compilation."""
+
+    id: str
+    op: str
+    inputs: list[Input]
+    config: dict[str, Any]
+    parallelism: int | None = None
+    fn: Callable[..., Any] | None = None
+
+
+class Pipeline:
+    """A dataflow pipeline: sources, transforms and sinks, run one cycle window at a time.
+
+    :param name: the pipeline's name; also the default job name.
+    :param cycle_window: the slice of input (by event time, or by the sources' arrival
+        column) that one cycle round processes and checkpoints.
+    :param watermark: allowed lateness and what to do with late records.
+    :param parallelism: default number of partitions of keyed operators.
+    :param origin: the instant window 0 starts at; window ids are stable across runs.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        cycle_window: timedelta = timedelta(minutes=1),
+        watermark: Watermark | None = None,
+        parallelism: int = 2,
+        origin: datetime = EPOCH,
+    ):
+        if not name or not name.replace("_", "").replace("-", "").isalnum():
+            raise ValueError(f"pipeline name {name!r}: use letters, digits, '_' and '-' only")
+        if cycle_window <= timedelta(0):
+            raise ValueError(f"pipeline {name!r}: cycle_window must be positive, got {cycle_window}")
+        self.name = name
+        self.cycle_window = cycle_window
+        self.watermark = watermark or Watermark()
+        self.parallelism = parallelism
+        self.origin = origin if origin.tzinfo else origin.replace(tzinfo=UTC)
+        self.nodes: dict[str, OpNode] = {}
+        self._counters: dict[str, int] = {}
+
+    # -- windows ---------------------------------------------------------------------
+    @property
+    def cycle_micros(self) -> int:
+        return _micros(self.cycle_window)
+
+    def window_of(self, t: datetime) -> int:
+        """Id of the cycle window holding instant ``t``."""
+        t = t if t.tzinfo else t.replace(tzinfo=UTC)
+        return _micros(t - self.origin) // self.cycle_micros
+
+    def window_bounds(self, window: int) -> tuple[datetime, datetime]:
+        """``[start, end)`` of cycle window ``window``."""
+        start = self.origin + timedelta(microseconds=window * self.cycle_micros)
+        return start, start + self.cycle_window
+
+    # -- building --------------------------------------------------------------------
+    def _add(
+        self,
+        op: str,
+        inputs: list[Input],
+        config: dict[str, Any],
+        name: str | None,
+        parallelism: int | None = None,
+        fn: Callable[..., Any] | None = None,
+    ) -> OpNode:
+        if name is None:
+            self._counters[op] = self._counters.get(op, 0) + 1
+            name = f"{op}_{self._counters[op]}"
+        if not name.replace("_", "").replace("-", "").isalnum():
+            raise ValueError(f"operator name {name!r}: use letters, digits, '_' and '-' only")
+        if name in self.nodes:
+            raise ValueError(f"pipeline {self.name!r}: an operator named {name!r} already exists; pass another name=")
+        node = OpNode(name, op, inputs, config, parallelism, fn)
+        self.nodes[name] = node
+        return node
+
+    def source(self, source: Source, name: str | None = None) -> Stream:
+        """Add a source and return its stream."""
+        node = self._add("source", [], {"source": source.to_config()}, name, parallelism=1)
+        return Stream(self, node.id)
+
+    def __repr__(self) -> str:
+        return f"Pipeline({self.name!r}, operators={list(self.nodes)})"
+
+
+class Stream:
+    """A stream of records between two operators. Methods add an operator and return its output."""
+
+    def __init__(self, pipeline: Pipeline, node: str, keys: tuple[str, ...] | None = None):
+        self.pipeline = pipeline
+        self.node = node
+        self.keys = keys
+
+    def _input(self) -> Input:
+        return Input(self.node, self.keys)
+
+    def _then(self, op: str, config: dict[str, Any], name: str | None, **kw: Any) -> Stream:
+        node = self.pipeline._add(op, [self._input()], config, name, **kw)
+        return Stream(self.pipeline, node.id)
+
+    # -- stateless -------------------------------------------------------------------
+    def select(self, *exprs: str, name: str | None = None) -> Stream:
+        """Project with Spark SQL expressions: ``select("auction", "price * 0.9 AS price_eur")``."""
+        if not exprs:
+            raise ValueError("select() needs at least one expression")
+        return self._then("select", {"exprs": list(exprs)}, name)
+
+    def with_column(self, column: str, expr: str, name: str | None = None) -> Stream:
+        """Add or replace ``column`` with a Spark SQL expression."""
+        return self._then("with_column", {"column": column, "expr": expr}, name)
+
+    def filter(self, condition: str, name: str | None = None) -> Stream:
+        """Keep records where the Spark SQL ``condition`` holds."""
+        return self._then("filter", {"condition": condition}, name)
+
+    def map_batches(
+        self,
+        fn: Callable[[Any], Any],
+        schema: str | None = None,
+        name: str | None = None,
+    ) -> Stream:
+        """Apply ``fn(batch: pyarrow.RecordBatch) -> pyarrow.RecordBatch`` to every batch (mapInArrow).
+
+        :param schema: Spark DDL of the output; defaults to the input's schema.
+        """
+        ref = f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
+        try:
+            code = inspect.getsource(fn)
+        except (OSError, TypeError):
+            code = ref
+        config = {"fn": ref, "fn_hash": hashlib.sha256(code.encode()).hexdigest()[:16], "schema": schema}
+        return self._then("map_batches", config, name, fn=fn)
+
+    def sql(self, query: str, name: str | None = None) -> Stream:
+        """Run Spark SQL over each cycle's records of this stream, visible as the view ``input``.
+
+        >>> stream.sql("SELECT auction, count(*) AS n FROM input GROUP BY auction")
+        """
+        return self._then("sql", {"query": query}, name)
+
+    def union(self, *others: Stream, name: str | None = None) -> Stream:
+        """Records of this stream and of ``others`` (same columns and types required)."""
+        if not others:
+            raise ValueError("union() needs at least one other stream")
+        for o in others:
+            if o.pipeline is not self.pipeline:
+                raise ValueError("union() of streams from different pipelines")
+        inputs = [self._input(), *(o._input() for o in others)]
+        node = self.pipeline._add("union", inputs, {}, name)
+        return Stream(self.pipeline, node.id)
+
+    # -- keyed and stateful ----------------------------------------------------------
+    def key_by(self, *columns: str) -> Stream:
+        """Partition by ``columns`` (a hash shuffle); keyed operators follow."""
+        if not columns:
+            raise ValueError("key_by() needs at least one column")
+        return Stream(self.pipeline, self.node, tuple(columns))
+
+    def window(self, spec: WindowSpec) -> WindowedStream:
+        """Assign records to windows of a windowed operator (tumbling, sliding or session)."""
+        if not isinstance(spec, Tumbling | Sliding | Session):
+            raise TypeError(f"window() takes Tumbling, Sliding or Session, got {spec!r}")
+        return WindowedStream(self, spec)
+
+    def aggregate(self, name: str | None = None, **aggs: Aggregate) -> Stream:
+        """Running aggregate across windows: keyed state carried from cycle to cycle.
+
+        Each cycle emits the updated totals of the keys seen in it, with ``as_of`` (the
+        cycle window's end).
+        """
+        _check_aggs(aggs)
+        config = {"keys": list(self.keys or ()), "aggs": {k: a.to_config() for k, a in aggs.items()}}
+        return self._then("running_aggregate", config, name)
+
+    def deduplicate(self, *columns: str, within: timedelta | None = None, name: str | None = None) -> Stream:
+        """Drop records whose ``columns`` were already seen (the earliest by event time wins).
+
+        :param within: forget a key once the watermark is this far past it (bounded state);
+            ``None`` keeps every key forever.
+        """
+        cols = list(columns) or list(self.keys or ())
+        if not cols:
+            raise ValueError("deduplicate() needs key columns (arguments or a preceding key_by)")
+        config = {"keys": cols, "within_us": _micros(within) if within else None}
+        return self._then("deduplicate", config, name)
+
+    def join(
+        self,
+        other: Stream,
+        on: str | list[str] | None = None,
+        window: Tumbling | None = None,
+        left_on: list[str] | None = None,
+        right_on: list[str] | None = None,
+        name: str | None = None,
+    ) -> Stream:
+        """Windowed stream-stream inner join: records of both streams that share a key and
+        fall in the same tumbling window. Emitted once the watermark passes the window end.
+        """
+        if not isinstance(window, Tumbling):
+            raise TypeError("join() needs window=Tumbling(...): the window both sides share")
+        if on is not None:
+            left_on = right_on = [on] if isinstance(on, str) else list(on)
+        left_on = left_on or list(self.keys or ())
+        right_on = right_on or list(other.keys or ())
+        if not left_on or len(left_on) != len(right_on):
+            raise ValueError("join() needs on=, or left_on= and right_on= of equal length")
+        config = {"left_on": left_on, "right_on": right_on, "window": window.to_config()}
+        node = self.pipeline._add(
+            "join", [Input(self.node, tuple(left_on)), Input(other.node, tuple(right_on))], config, name
+        )
+        return Stream(self.pipeline, node.id)
+
+    # -- sinks -----------------------------------------------------------------------
+    def sink(self, sink: Sink, name: str | None = None) -> None:
+        """Write this stream to ``sink``, exactly once per cycle window."""
+        self.pipeline._add("sink", [self._input()], {"sink": sink.to_config()}, name, parallelism=1)
+
+    def __repr__(self) -> str:
+        keys = f", keys={list(self.keys)}" if self.keys else ""
+        return f"Stream({self.node!r}{keys})"
+
+
+class WindowedStream:
+    """A keyed stream assigned to windows; call :meth:`aggregate`."""
+
+    def __init__(self, stream: Stream, spec: WindowSpec):
+        self.stream = stream
+        self.spec = spec
+
+    def aggregate(self, name: str | None = None, **aggs: Aggregate) -> Stream:
+        """Aggregate each window per key; emits ``window_start, window_end, keys..., aggs...``
+        once the watermark passes the window's end."""
+        _check_aggs(aggs)
+        config = {
+            "keys": list(self.stream.keys or ()),
+            "window": self.spec.to_config(),
+            "aggs": {k: a.to_config() for k, a in aggs.items()},
+        }
+        return self.stream._then("window_aggregate", config, name)
+
+
+def _check_aggs(aggs: dict[str, Aggregate]) -> None:
+    if not aggs:
+        raise ValueError("aggregate() needs at least one aggregate, e.g. aggregate(n=lg.count())")
+    for k, a in aggs.items():
+        if not isinstance(a, Aggregate):
+            raise TypeError(f"aggregate {k}={a!r}: use lockgate.count(), sum(), min(), max(), avg(), ...")
+

@@ -1,0 +1,191 @@
+"""The snapshot store: keyed state snapshots as Parquet folders, one per checkpoint.
+
+Spark writes the state of each stateful operator under
+``<root>/<job>/w=<window:010d>-a<attempt>/<operator>/``. The store names those folders,
+records a manifest of their files when the checkpoint is taken, and verifies a snapshot
+against its manifest before it is restored, so a deleted or damaged file is a clear
+error rather than silently lost state. ``root`` is a plain path (the local file system)
+or any URI pyarrow.fs understands (``file://``, ``s3://``, ``gs://``, ``hdfs://``...).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from pathlib import Path
+from typing import Any
+
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from ..errors import InvalidArgumentError, SnapshotError
+
+_SNAPSHOT_DIR = re.compile(r"^w=(\d+)-a(\d+)$")
+
+
+def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    """The file system and the path inside it for a URI or a plain local path."""
+    if "://" in uri:
+        return pafs.FileSystem.from_uri(uri)
+    return pafs.LocalFileSystem(), Path(uri).absolute().as_posix()
+
+
+def _hidden(name: str) -> bool:
+    """Spark's and Hadoop's side files (_SUCCESS, _temporary/, .crc) are not snapshot data."""
+    return name.startswith(("_", "."))
+
+
+def _check_name(kind: str, name: str) -> str:
+    if not name or "/" in name or "\\" in name or _hidden(name):
+        raise InvalidArgumentError(
+            f"{kind} name {name!r} cannot name a snapshot folder: it must be non-empty, contain no "
+            "slash and not start with '_' or '.'"
+        )
+    return name
+
+
+def _footer_rows(fs: pafs.FileSystem, path: str) -> int:
+    """The row count in a Parquet file's footer (raises if the footer cannot be read)."""
+    with fs.open_input_file(path) as handle:
+        return pq.ParquetFile(handle).metadata.num_rows
+
+
+def parse_snapshot_uri(snapshot_uri: str) -> tuple[str, int, int] | None:
+    """``(job, window, attempt)`` of a URI made by :meth:`SnapshotStore.snapshot_uri`, else None."""
+    parts = snapshot_uri.rstrip("/").split("/")
+    match = _SNAPSHOT_DIR.match(parts[-1]) if len(parts) >= 2 else None
+    if match is None:
+        return None
+    return parts[-2], int(match.group(1)), int(match.group(2))
+
+
+class SnapshotStore:
+    """Keyed state snapshots under ``root`` (a local path or a pyarrow.fs URI)."""
+
+    def __init__(self, root: str | Path):
+        text = str(root)
+        if "://" not in text:
+            text = Path(text).absolute().as_posix()  # Spark resolves relative paths elsewhere
+        stripped = text.rstrip("/")
+        # Keep the slash of a bare file system root ("/", "file:///"); drop any other trailing one.
+        self.root = stripped if stripped and not stripped.endswith(":") else text
+
+    def _job_uri(self, job: str) -> str:
+        separator = "" if self.root.endswith("/") else "/"
+        return f"{self.root}{separator}{_check_name('job', job)}"
+
+    def snapshot_uri(self, job: str, window: int, attempt: int) -> str:
+        """The folder of the snapshot of ``window`` taken by cycle attempt ``attempt``."""
+        if window < 0 or attempt < 1:
+            raise InvalidArgumentError(
+                f"snapshot of job '{job}': window must be >= 0 and attempt >= 1, not {window} and {attempt}"
+            )
+        return f"{self._job_uri(job)}/w={window:010d}-a{attempt}"
+
+    def operator_uri(self, snapshot_uri: str, operator: str) -> str:
+        """The folder Spark writes ``operator``'s state to, inside a snapshot."""
+        return f"{snapshot_uri.rstrip('/')}/{_check_name('operator', operator)}"
+
+    def manifest(self, snapshot_uri: str) -> dict[str, Any]:
+        """Describe a written snapshot: ``{operator: {"files": [{"path", "size"}], "rows": n}}``.
+
+        Paths are relative to the operator folder; files and folders whose names start with
+        '_' or '.' are skipped. Raises SnapshotError when the snapshot folder is missing or
+        a file has no readable Parquet footer.
+        """
+        fs, base = _filesystem(snapshot_uri)
+        if fs.get_file_info(base).type != pafs.FileType.Directory:
+            raise SnapshotError(f"state snapshot {snapshot_uri} does not exist or is not a folder")
+        result: dict[str, Any] = {}
+        operators = sorted(fs.get_file_info(pafs.FileSelector(base)), key=lambda i: i.path)
+        for op in operators:
+            if op.type != pafs.FileType.Directory or _hidden(op.base_name):
+                continue
+            files, rows = [], 0
+            infos = fs.get_file_info(pafs.FileSelector(op.path, recursive=True))
+            for info in sorted(infos, key=lambda i: i.path):
+                relative = info.path[len(op.path) :].lstrip("/")
+                if info.type != pafs.FileType.File or any(_hidden(p) for p in relative.split("/")):
+                    continue
+                try:
+                    rows += _footer_rows(fs, info.path)
+                except Exception as exc:
+                    raise SnapshotError(
+                        f"state snapshot {snapshot_uri}: file '{op.base_name}/{relative}' is not a readable "
+                        f"Parquet file ({exc})"
+                    ) from exc
+                files.append({"path": relative, "size": info.size})
+            result[op.base_name] = {"files": files, "rows": rows}
+        return result
+
+    def verify(self, snapshot_uri: str, manifest: dict[str, Any]) -> None:
+        """Check that every file of ``manifest`` is still there, the same size and readable.
+
+        Raises SnapshotError naming the job, window, operator and each missing or changed
+        file, and the fix. Files not in the manifest are ignored.
+        """
+        fs, base = _filesystem(snapshot_uri)
+        problems: list[str] = []
+        for operator, entry in manifest.items():
+            rows, damaged = 0, False
+            for item in entry.get("files", []):
+                name = f"{operator}/{item['path']}"
+                info = fs.get_file_info(f"{base}/{name}")
+                if info.type != pafs.FileType.File:
+                    problems.append(f"operator '{operator}': file '{name}' is missing")
+                    damaged = True
+                    continue
+                if info.size != item["size"]:
+                    problems.append(
+                        f"operator '{operator}': file '{name}' changed ({info.size} bytes, "
+                        f"expected {item['size']})"
+                    )
+                    damaged = True
+                    continue
+                try:
+                    rows += _footer_rows(fs, info.path)
+                except Exception as exc:
+                    problems.append(
+                        f"operator '{operator}': file '{name}' has an unreadable Parquet footer ({exc})"
+                    )
+                    damaged = True
+            if not damaged and rows != entry.get("rows", rows):
+                problems.append(f"operator '{operator}': {rows} rows, expected {entry['rows']}")
+        if problems:
+            raise SnapshotError(self._damage_message(snapshot_uri, problems))
+
+    @staticmethod
+    def _damage_message(snapshot_uri: str, problems: list[str]) -> str:
+        parsed = parse_snapshot_uri(snapshot_uri)
+        if parsed is None:
+            what, job, earlier = f"state snapshot {snapshot_uri}", "JOB", "an earlier window"
+        else:
+            job, window, _attempt = parsed
+            what = f"state snapshot of job '{job}' window {window} ({snapshot_uri})"
+            earlier = f"W < {window}"
+        return (
+            f"{what} is damaged: {'; '.join(problems)}. Fix: restore an earlier checkpoint with "
+            f"`lockgate restore {job} --window W` ({earlier}), or rerun with --reset-state"
+        )
+
+    def delete(self, snapshot_uri: str) -> None:
+        """Delete a snapshot folder; a missing one is fine."""
+        fs, path = _filesystem(snapshot_uri)
+        info = fs.get_file_info(path)
+        with contextlib.suppress(FileNotFoundError):  # deleted concurrently
+            if info.type == pafs.FileType.Directory:
+                fs.delete_dir(path)
+            elif info.type == pafs.FileType.File:
+                fs.delete_file(path)
+
+    def list_snapshots(self, job: str) -> list[str]:
+        """The job's snapshot URIs, by window then attempt."""
+        fs, path = _filesystem(self._job_uri(job))
+        if fs.get_file_info(path).type != pafs.FileType.Directory:
+            return []
+        found: list[tuple[int, int]] = []
+        for info in fs.get_file_info(pafs.FileSelector(path)):
+            match = _SNAPSHOT_DIR.match(info.base_name)
+            if info.type == pafs.FileType.Directory and match:
+                found.append((int(match.group(1)), int(match.group(2))))
+        return [self.snapshot_uri(job, window, attempt) for window, attempt in sorted(found)]

@@ -1,0 +1,64 @@
+"""Progress of a run on the terminal: windows done / left and rows per second."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+from ..client.base import JobEvent
+
+
+class Progress:
+    """Receives a job's events; draws a bar on a terminal, one line per window otherwise."""
+
+    def __init__(self, total: int | None = None, stream: TextIO | None = None, enabled: bool = True):
+        self.total = total
+        self.stream = stream or sys.stderr
+        self.enabled = enabled
+        self.tty = self.stream.isatty()
+        self.done = 0
+        self.rows = 0
+        self.t0 = time.monotonic()
+
+    def __call__(self, e: JobEvent) -> None:
+        if not self.enabled:
+            return
+        if e.kind == "cycle_done":
+            self.done += 1
+            self.rows += e.rows_in
+            self._draw(e)
+        elif e.kind == "cycle_failed":
+            self._line(f"window {e.window} failed: {e.message}")
+        elif e.kind == "recovered":
+            self._line(f"window {e.window}: {e.message}")
+
+    def _draw(self, e: JobEvent) -> None:
+        elapsed = max(time.monotonic() - self.t0, 1e-6)
+        rate = self.rows / elapsed
+        if self.total:
+            left = max(self.total - self.done, 0)
+            width = 24
+            filled = int(width * min(self.done / self.total, 1))
+            bar = "#" * filled + "-" * (width - filled)
+            text = (
+                f"[{bar}] windows {self.done}/{self.total} ({left} left)  window {e.window}  "
+                f"{self.rows:,} rows in  {rate:,.0f} rows/s"
+            )
+        else:
+            text = f"windows {self.done} done  window {e.window}  {self.rows:,} rows in  {rate:,.0f} rows/s"
+        if self.tty:
+            self.stream.write("\r" + text.ljust(100))
+            self.stream.flush()
+        else:
+            self.stream.write(text + "\n")
+
+    def _line(self, text: str) -> None:
+        if self.tty:
+            self.stream.write("\n")
+        self.stream.write(text + "\n")
+
+    def close(self) -> None:
+        if self.enabled and self.tty and self.done:
+            self.stream.write("\n")
+            self.stream.flush()

@@ -1,0 +1,187 @@
+"""The one client interface for everything that drives Lockgate.
+
+The CLI, the Airflow provider and user code talk to a :class:`Client`; whether the
+controller runs in the caller's process (:class:`~lockgate.client.embedded.EmbeddedClient`)
+or behind gRPC is chosen by the URL given to :func:`lockgate.connect`.
+
+>>> import lockgate
+>>> client = lockgate.connect("embedded")
+>>> client.compile("examples/nexmark_demo.py:pipeline").plan_version
+'3f9c0a6e1d2b4c5a'
+>>> client.run("examples/nexmark_demo.py:pipeline", until_caught_up=True).windows_run
+12
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+@dataclass
+class CompileResult:
+    """A compiled pipeline: its plan version, operators and explain text."""
+
+    pipeline: str
+    plan_version: str
+    operators: list[str]
+    stateful_operators: list[str]
+    sinks: list[str]
+    cycle_window_s: float
+    explain: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class JobInfo:
+    """A job as the controller knows it."""
+
+    name: str
+    state: str
+    pipeline_ref: str
+    plan_version: str | None
+    generation: int
+    last_window: int | None
+    last_error: str | None
+    updated: datetime | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["updated"] = self.updated.isoformat() if self.updated else None
+        return d
+
+
+@dataclass
+class CheckpointInfo:
+    """A completed window's checkpoint."""
+
+    job: str
+    window: int
+    window_start: datetime
+    window_end: datetime
+    plan_version: str | None
+    rows_in: int
+    rows_out: int
+    status: str
+    created: datetime
+    snapshot_uri: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for k in ("window_start", "window_end", "created"):
+            d[k] = d[k].isoformat()
+        return d
+
+
+@dataclass
+class RunResult:
+    """The outcome of running a range of windows."""
+
+    job: str
+    first_window: int | None
+    last_window: int | None
+    windows_run: int
+    windows_skipped: int
+    rows_in: int
+    rows_out: int
+    late_rows: int
+    elapsed_s: float
+    state: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class JobEvent:
+    """One event of a job: a state transition or a cycle started / done / failed."""
+
+    kind: str
+    job: str
+    window: int | None = None
+    state: str | None = None
+    rows_in: int = 0
+    rows_out: int = 0
+    late_rows: int = 0
+    timings: dict[str, float] = field(default_factory=dict)
+    message: str = ""
+    at: float = 0.0
+
+
+EventHandler = Callable[[JobEvent], None]
+
+
+class Client(ABC):
+    """Drives Lockgate: compile pipelines, run windows, start/stop jobs, inspect and
+    restore checkpoints. Pipelines are referenced as ``file.py:attr`` or ``module:attr``."""
+
+    @abstractmethod
+    def compile(self, pipeline: str) -> CompileResult:
+        """Compile and validate ``pipeline``; raises CompileError naming the operator and fix."""
+
+    @abstractmethod
+    def submit(self, pipeline: str, job: str | None = None) -> JobInfo:
+        """Compile ``pipeline`` and register it (and its plan version) as ``job``."""
+
+    @abstractmethod
+    def windows_for(self, pipeline: str, start: datetime, end: datetime) -> tuple[int, int]:
+        """The cycle windows ``(first, last)`` (inclusive) covering ``[start, end)``."""
+
+    @abstractmethod
+    def run(
+        self,
+        pipeline: str,
+        *,
+        job: str | None = None,
+        first: int | None = None,
+        last: int | None = None,
+        until_caught_up: bool = False,
+        reset_state: bool = False,
+        on_event: EventHandler | None = None,
+    ) -> RunResult:
+        """Run windows ``first..last`` in order (committed ones are skipped, a gap is an error)."""
+
+    @abstractmethod
+    def start(self, pipeline: str, *, job: str | None = None, reset_state: bool = False) -> JobInfo:
+        """Start a continuous job: windows run as they become available until stopped."""
+
+    @abstractmethod
+    def stop(self, job: str, *, drain: bool = True, timeout: float | None = None) -> JobInfo:
+        """Stop a continuous job: ``drain`` finishes the running window and checkpoints it."""
+
+    @abstractmethod
+    def get_job(self, job: str) -> JobInfo: ...
+
+    @abstractmethod
+    def list_jobs(self) -> list[JobInfo]: ...
+
+    @abstractmethod
+    def list_checkpoints(self, job: str) -> list[CheckpointInfo]: ...
+
+    @abstractmethod
+    def restore(self, job: str, window: int, *, reset_state: bool = False) -> JobInfo:
+        """Roll ``job`` back to the checkpoint of ``window`` on purpose: later checkpoints are
+        dropped and sink output of later windows retracted; the next run resumes at window+1.
+        ``reset_state`` also drops the keyed state (restart without state)."""
+
+    @abstractmethod
+    def watch(self, job: str, *, timeout: float | None = None) -> Iterator[JobEvent]:
+        """Events of ``job`` as they happen, until it reaches a terminal state or ``timeout``."""
+
+    @abstractmethod
+    def read_sink(self, job: str, sink: str) -> Any:
+        """Committed rows of a CollectSink as a ``pyarrow.Table`` (with an ``lg_window`` column)."""
+
+    def close(self) -> None:
+        """Release the client's resources."""
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

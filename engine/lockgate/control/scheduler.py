@@ -1,0 +1,336 @@
+"""The cycle scheduler: runs a job's windows strictly in order, one round per window.
+
+A round (GeaFlow's head and tail) for window ``W``:
+
+1. head: a cycle row RUNNING is written and the worker runs ``W`` (read, compute, merge
+   state, snapshot state, stage sink output);
+2. tail: the worker's result is written as the cycle's manifest (STAGED) -- the
+   pre-commit record, like Structured Streaming's offset log;
+3. the sinks commit, each idempotently per (job, sink, window);
+4. the checkpoint row is written, in one transaction with the cycle becoming COMMITTED.
+
+``W`` is complete only when 4 is. On restore, a STAGED cycle is committed again from its
+manifest (a replay is a no-op for a sink that had committed), a RUNNING one is aborted
+and its staged files deleted, and sink output of windows after the last checkpoint is
+retracted: whatever instant the last run died at, nothing is lost or duplicated.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..checkpoint.catalog import Catalog, CheckpointRecord
+from ..checkpoint.snapshots import SnapshotStore
+from ..errors import LockgateError, StateLayoutError, WindowGapError
+from ..logs import get_logger, log_event
+from ..plan.compile import CompiledPlan
+from ..runtime.commit import committer_for
+from ..runtime.cycle import CycleResult, RestorePoint, late_sink_config
+from . import faults
+from .states import JobState, is_terminal
+
+log = get_logger("scheduler")
+
+
+class Worker(Protocol):
+    """What runs a round: the embedded CycleRunner, or a remote worker process."""
+
+    def run_cycle(self, window: int, attempt: int, restore: RestorePoint | None) -> CycleResult: ...
+
+
+@dataclass
+class CycleEvent:
+    """Progress of a job, reported to watchers (CLI progress bar, gRPC watch, Airflow)."""
+
+    kind: str  # "state" | "cycle_started" | "cycle_done" | "cycle_failed" | "recovered"
+    job: str
+    window: int | None = None
+    state: str | None = None
+    rows_in: int = 0
+    rows_out: int = 0
+    late_rows: int = 0
+    timings: dict[str, float] = field(default_factory=dict)
+    message: str = ""
+    at: float = field(default_factory=time.time)
+
+
+@dataclass
+class RunSummary:
+    job: str
+    first_window: int | None
+    last_window: int | None
+    windows_run: int = 0
+    windows_skipped: int = 0
+    rows_in: int = 0
+    rows_out: int = 0
+    late_rows: int = 0
+    elapsed_s: float = 0.0
+    state: str = ""
+
+
+def sinks_of(plan: CompiledPlan) -> dict[str, dict[str, Any]]:
+    """Every sink of the plan by name, including per-source late-record side sinks."""
+    out = {v.id: v.config["sink"] for v in plan.graph.sinks()}
+    late = plan.graph.watermark["late"]
+    if not isinstance(late, str):
+        from ..runtime.sources import slices_by_arrival
+
+        for v in plan.graph.sources():
+            if slices_by_arrival(v.config["source"]):
+                out[f"late.{v.id}"] = late_sink_config(late["sink"], v.id)
+    return out
+
+
+def check_state_layout(old: dict[str, Any], new: dict[str, Any], job: str, window: int) -> None:
+    """Refuse to restore state into a plan whose stateful operators do not fit it."""
+    problems = []
+    for op, tables in old.items():
+        if op not in new:
+            problems.append(f"operator '{op}' has state in the checkpoint but is not in the new plan")
+            continue
+        for table, schema in tables.items():
+            if new[op].get(table) != schema:
+                problems.append(
+                    f"operator '{op}' state '{table}' changed from [{schema}] to [{new[op].get(table)}]"
+                )
+    if problems:
+        raise StateLayoutError(
+            f"job '{job}': the new plan's state layout does not fit checkpoint {window}: "
+            + "; ".join(problems)
+            + ". Keep stateful operators' names, keys and aggregates unchanged to keep state, or rerun "
+            "with --reset-state (reset_state=True) to continue from the checkpoint's positions with empty state."
+        )
+
+
+class CycleScheduler:
+    """Drives one job: recovery at start, then rounds window after window."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        snapshots: SnapshotStore,
+        plan: CompiledPlan,
+        job: str,
+        home: str,
+        worker: Worker,
+        keep_checkpoints: int = 10,
+        on_event: Callable[[CycleEvent], None] | None = None,
+    ):
+        self.catalog = catalog
+        self.snapshots = snapshots
+        self.plan = plan
+        self.job = job
+        self.home = home
+        self.worker = worker
+        self.keep = max(1, keep_checkpoints)
+        self.on_event = on_event or (lambda e: None)
+        self.generation: int | None = None
+        self.restore: RestorePoint | None = None
+        self.last_window: int | None = None
+        self.sinks = sinks_of(plan)
+
+    # -- events and states -----------------------------------------------------------
+    def _emit(self, event: CycleEvent) -> None:
+        try:
+            self.on_event(event)
+        except Exception:  # a watcher must never break a run
+            log.exception("event handler failed")
+
+    def _to(self, state: JobState, reason: str) -> None:
+        self.catalog.transition(self.job, state, reason, expected_generation=self.generation)
+        log_event(log, "job_state", job=self.job, state=state.value, reason=reason)
+        self._emit(CycleEvent("state", self.job, state=state.value, message=reason))
+
+    # -- recovery --------------------------------------------------------------------
+    def prepare(self, reset_state: bool = False, pipeline_ref: str | None = None) -> None:
+        """Become the job's runner and restore it to its last complete window."""
+        plan = self.plan
+        job = self.catalog.ensure_job(self.job, pipeline_ref or plan.name)
+        self.generation = self.catalog.acquire(self.job)
+        prior = job.state
+        if is_terminal(prior) or prior == JobState.CREATED:
+            self._to(JobState.COMPILING, f"run of plan {plan.version}")
+        elif prior == JobState.STOPPING:
+            self._to(JobState.STOPPED, "the previous runner stopped without finishing its stop")
+            self._to(JobState.COMPILING, f"run of plan {plan.version}")
+        elif prior != JobState.COMPILING:
+            if prior != JobState.RECOVERING:
+                self._to(
+                    JobState.RECOVERING,
+                    f"the previous runner (generation {self.generation - 1}) ended while {prior.value}",
+                )
+        self.catalog.save_plan(plan.version, plan.name, plan.graph.to_json(), plan.graph.state_layout())
+        self.catalog.set_job_plan(self.job, plan.version)
+        self._to(JobState.SCHEDULING, "restoring from the last complete window")
+
+        # 1. rounds that never reached STAGED: their staged files are garbage
+        for cyc in self.catalog.abort_open_cycles(self.job, reason="runner lost before staging"):
+            self._discard(cyc.manifest)
+        # 2. rounds that staged but did not finish committing: commit them again
+        for cyc in self.catalog.staged_cycles(self.job):
+            last = self.catalog.last_checkpoint(self.job)
+            if last is not None and cyc.window != last.window + 1:
+                self.catalog.fail_cycle(cyc.id, "staged out of order; discarded")
+                self._discard(cyc.manifest)
+                continue
+            self._commit(cyc.id, cyc.window, cyc.manifest, cyc.rows_in, cyc.rows_out, cyc.plan_version)
+            log_event(log, "replayed_commit", job=self.job, window=cyc.window)
+            self._emit(CycleEvent("recovered", self.job, window=cyc.window, message="commit replayed"))
+        # 3. the last complete window, its state, and nothing committed after it
+        last = self.catalog.last_checkpoint(self.job)
+        self.last_window = last.window if last else None
+        if last is not None:
+            for name, sink in self.sinks.items():
+                committer_for(sink, self.home).retract_after(self.job, name, last.window)
+            self.restore = self._restore_point(last, reset_state)
+
+    def _restore_point(self, cp: CheckpointRecord, reset_state: bool) -> RestorePoint:
+        if reset_state:
+            return RestorePoint(cp.window, None, {})
+        if cp.plan_version and cp.plan_version != self.plan.version:
+            old = self.catalog.get_plan(cp.plan_version).state_layout
+            check_state_layout(old, self.plan.graph.state_layout(), self.job, cp.window)
+        if cp.snapshot_uri:
+            self.snapshots.verify(cp.snapshot_uri, cp.snapshot_manifest)
+        return RestorePoint(cp.window, cp.snapshot_uri, cp.snapshot_manifest)
+
+    def _discard(self, manifest: dict[str, Any]) -> None:
+        for name, staged in (manifest.get("staged") or {}).items():
+            sink = (manifest.get("sinks") or {}).get(name) or self.sinks.get(name)
+            if sink:
+                committer_for(sink, self.home).discard(staged)
+        if manifest.get("snapshot_uri"):
+            self.snapshots.delete(manifest["snapshot_uri"])
+
+    # -- rounds ----------------------------------------------------------------------
+    def _commit(
+        self,
+        cycle_id: int,
+        window: int,
+        manifest: dict[str, Any],
+        rows_in: int,
+        rows_out: int,
+        plan_version: str | None,
+    ) -> dict[str, float]:
+        t0 = time.perf_counter()
+        commits = {}
+        sinks = manifest.get("sinks") or self.sinks
+        for i, (name, staged) in enumerate(sorted(manifest["staged"].items())):
+            if i == 1:
+                faults.maybe_crash("mid_commit", window)
+            commits[name] = committer_for(sinks[name], self.home).commit(self.job, name, window, staged)
+        faults.maybe_crash("after_commit", window)
+        t1 = time.perf_counter()
+        self.catalog.complete_window(
+            self.job,
+            self.generation,
+            cycle_id,
+            window=window,
+            plan_version=plan_version,
+            positions=manifest.get("positions", {}),
+            snapshot_uri=manifest.get("snapshot_uri"),
+            snapshot_manifest=manifest.get("snapshot_manifest", {}),
+            sink_commits=commits,
+            rows_in=rows_in,
+            rows_out=rows_out,
+            timings={"commit": round((t1 - t0) * 1000, 1), "checkpoint": round((time.perf_counter() - t1) * 1000, 1)},
+        )
+        faults.maybe_crash("after_checkpoint", window)
+        self.last_window = window
+        self._expire()
+        return {"commit": round((t1 - t0) * 1000, 1), "checkpoint": round((time.perf_counter() - t1) * 1000, 1)}
+
+    def _expire(self) -> None:
+        for cp in self.catalog.expire_checkpoints(self.job, self.keep):
+            if cp.snapshot_uri:
+                self.snapshots.delete(cp.snapshot_uri)
+
+    def run_window(self, window: int) -> CycleResult:
+        """One full round for ``window`` (which must be the next one)."""
+        cycle = self.catalog.begin_cycle(self.job, window, self.generation, self.plan.version)
+        self._emit(CycleEvent("cycle_started", self.job, window=window))
+        faults.maybe_crash("before_run", window)
+        try:
+            result = self.worker.run_cycle(window, cycle.attempt, self.restore)
+        except BaseException as err:
+            self.catalog.fail_cycle(cycle.id, f"{type(err).__name__}: {err}")
+            self._emit(CycleEvent("cycle_failed", self.job, window=window, message=str(err)))
+            raise
+        manifest = {**result.to_manifest(), "sinks": self.sinks}
+        faults.maybe_crash("before_stage", window)
+        self.catalog.stage_cycle(
+            cycle.id, self.generation, manifest, result.rows_in, result.rows_out, result.late_rows, result.timings
+        )
+        faults.maybe_crash("after_stage", window)
+        tail = self._commit(cycle.id, window, manifest, result.rows_in, result.rows_out, self.plan.version)
+        result.timings.update(tail)
+        self.restore = RestorePoint(window, result.snapshot_uri, result.snapshot_manifest)
+        self._emit(
+            CycleEvent(
+                "cycle_done",
+                self.job,
+                window=window,
+                rows_in=result.rows_in,
+                rows_out=result.rows_out,
+                late_rows=result.late_rows,
+                timings=result.timings,
+            )
+        )
+        return result
+
+    def check_gap(self, first: int) -> None:
+        if self.last_window is not None and first > self.last_window + 1:
+            raise WindowGapError(
+                self.job,
+                self.last_window + 1,
+                first - 1,
+                first,
+                hint=f"e.g. lockgate run ... --from-window {self.last_window + 1}, or set depends_on_past in Airflow",
+            )
+
+    def run_windows(
+        self, first: int, last: int, stop: threading.Event | None = None, finish: bool = True
+    ) -> RunSummary:
+        """Run windows ``first..last`` (inclusive) in order; committed ones are skipped."""
+        summary = RunSummary(self.job, first, last)
+        t0 = time.perf_counter()
+        self.check_gap(first)
+        self._to(JobState.RUNNING, f"windows {first}..{last}")
+        try:
+            for w in range(first, last + 1):
+                if self.last_window is not None and w <= self.last_window:
+                    summary.windows_skipped += 1
+                    continue
+                if stop is not None and stop.is_set():
+                    break
+                res = self.run_window(w)
+                summary.windows_run += 1
+                summary.rows_in += res.rows_in
+                summary.rows_out += res.rows_out
+                summary.late_rows += res.late_rows
+        except LockgateError as err:
+            self._fail(err)
+            raise
+        except Exception as err:
+            self._fail(err)
+            raise
+        summary.elapsed_s = time.perf_counter() - t0
+        if finish:
+            if stop is not None and stop.is_set():
+                self._to(JobState.STOPPING, "stop requested: drained at a window boundary")
+                self._to(JobState.STOPPED, f"stopped after window {self.last_window}")
+                summary.state = JobState.STOPPED.value
+            else:
+                self._to(JobState.FINISHED, f"windows {first}..{last} complete")
+                summary.state = JobState.FINISHED.value
+        return summary
+
+    def _fail(self, err: BaseException) -> None:
+        try:
+            self._to(JobState.FAILED, f"{type(err).__name__}: {err}")
+        except LockgateError:
+            log.exception("could not record the failure of job %s", self.job)

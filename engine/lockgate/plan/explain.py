@@ -1,0 +1,113 @@
+"""``lockgate explain``: both plans, readable (or as JSON)."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from .compile import CompiledPlan
+from .logical import Partitioning, PipelineVertex
+
+
+def _describe(v: PipelineVertex) -> str:
+    c = v.config
+    if v.op == "source":
+        s = c["source"]
+        if s["kind"] == "nexmark":
+            return f"nexmark({s['stream']}, {s['events_per_second']} events/s, seed {s['seed']})"
+        if s["kind"] == "file":
+            return f"files({s['format']}, {s['path']})"
+        return f"postgres({s['table']})"
+    if v.op == "sink":
+        s = c["sink"]
+        target = s.get("path") or s.get("table") or s.get("name")
+        return f"{s['kind']} sink({target})"
+    if v.op == "select":
+        return "select(" + ", ".join(c["exprs"]) + ")"
+    if v.op == "with_column":
+        return f"with_column({c['column']} = {c['expr']})"
+    if v.op == "filter":
+        return f"filter({c['condition']})"
+    if v.op == "map_batches":
+        return f"map_batches({c['fn']})"
+    if v.op == "sql":
+        return f"sql({' '.join(c['query'].split())})"
+    if v.op in ("window_aggregate", "running_aggregate"):
+        aggs = ", ".join(
+            f"{k}={a['kind']}({a['column'] or ''})" for k, a in c["aggs"].items()
+        )
+        w = c.get("window")
+        win = ""
+        if w:
+            if w["type"] == "session":
+                win = f"session(gap {timedelta(microseconds=w['gap_us'])}) "
+            elif w["type"] == "sliding":
+                win = f"sliding({timedelta(microseconds=w['size_us'])} every {timedelta(microseconds=w['slide_us'])}) "
+            else:
+                win = f"tumbling({timedelta(microseconds=w['size_us'])}) "
+        return f"{win}aggregate by [{', '.join(c['keys'])}]: {aggs}"
+    if v.op == "deduplicate":
+        within = f" within {timedelta(microseconds=c['within_us'])}" if c.get("within_us") else ""
+        return f"deduplicate by [{', '.join(c['keys'])}]{within}"
+    if v.op == "join":
+        size = timedelta(microseconds=c["window"]["size_us"])
+        return f"join on {c['left_on']} = {c['right_on']} in tumbling({size})"
+    return v.op
+
+
+def explain(plan: CompiledPlan) -> str:
+    """Both plans as text: the logical graph, the physical chains/groups/cycle, the state layout."""
+    g = plan.graph
+    wm = g.watermark
+    late = wm["late"] if isinstance(wm["late"], str) else f"side sink {wm['late']['sink']['kind']}"
+    lines = [
+        f"Pipeline {g.name}  plan version {plan.version}",
+        f"  cycle window {timedelta(microseconds=g.cycle_window_us)}, "
+        f"allowed lateness {timedelta(microseconds=wm['lateness_us'])}, late records: {late}",
+        "",
+        "Logical plan (PipelineGraph)",
+    ]
+    for vid in g.topological_order():
+        v = g.vertices[vid]
+        state = "  [stateful]" if v.stateful else ""
+        lines.append(f"  {vid}  {v.kind.value}  p={v.parallelism}{state}")
+        lines.append(f"      {_describe(v)}")
+        if v.schema:
+            et = f"  event time: {v.event_time}" if v.event_time else ""
+            lines.append(f"      schema: {v.schema_string()}{et}")
+        for e in g.outputs(vid):
+            part = f"KEY({', '.join(e.keys)})" if e.partitioning == Partitioning.KEY else e.partitioning.value
+            lines.append(f"      -> {e.target}  {part}")
+    lines += ["", "Physical plan (ExecutionGraph)"]
+    ex = plan.execution
+    for cyc in ex.cycles:
+        lines.append(f"  {cyc.id}: {cyc.mode} mode, one round per cycle window")
+        lines.append(f"    heads: {', '.join(cyc.heads)}    tails: {', '.join(cyc.tails)}")
+        for gid in cyc.groups:
+            grp = ex.groups[gid]
+            lines.append(f"    {gid}  (ends at: {grp.boundary})")
+            for cid in grp.chains:
+                ch = ex.chains[cid]
+                lines.append(f"      {cid}  p={ch.parallelism}: {' -> '.join(ch.operators)}")
+    layout = g.state_layout()
+    lines += ["", "State layout (what a checkpoint must fit)"]
+    if not layout:
+        lines.append("  (stateless)")
+    for op, tables in layout.items():
+        for t, schema in tables.items():
+            lines.append(f"  {op}.{t}: {schema}")
+    return "\n".join(lines)
+
+
+def explain_json(plan: CompiledPlan) -> str:
+    return json.dumps(
+        {
+            "plan_version": plan.version,
+            "logical": plan.graph.to_dict(),
+            "physical": plan.execution.to_dict(),
+            "state_layout": plan.graph.state_layout(),
+        },
+        indent=2,
+        sort_keys=True,
+        default=str,
+    )

@@ -1,0 +1,1 @@
+"""Lockgate runtime: the Spark session and what runs on it."""

@@ -1,0 +1,204 @@
+"""One cycle round on Spark: read the window's slices, run the chains, merge keyed state,
+snapshot it, and stage every sink's output (the worker's half of a round).
+
+The controller's half (commit the staged output, then write the checkpoint row) is in
+:mod:`lockgate.control.scheduler`; nothing here makes a window visible to anyone.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import functions as F
+
+from ..checkpoint.snapshots import SnapshotStore
+from ..plan.compile import CompiledPlan, struct_of
+from ..plan.logical import OperatorKind
+from .context import CycleContext
+from .sinks import stage_sink
+from .sources import read_slice, slices_by_arrival
+from .translate import translate
+
+
+@dataclass
+class RestorePoint:
+    """The state a round starts from: the last checkpoint's snapshot (or none)."""
+
+    window: int
+    snapshot_uri: str | None
+    snapshot_manifest: dict[str, Any]
+
+
+@dataclass
+class CycleResult:
+    """What a worker reports at the tail of a round (GeaFlow's DoneEvent)."""
+
+    window: int
+    attempt: int
+    staged: dict[str, dict[str, Any]]
+    snapshot_uri: str | None
+    snapshot_manifest: dict[str, Any]
+    positions: dict[str, dict[str, Any]]
+    rows_in: int
+    rows_out: int
+    late_rows: int
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def to_manifest(self) -> dict[str, Any]:
+        """The pre-commit record written to the catalog before any sink commits."""
+        return {
+            "attempt": self.attempt,
+            "staged": self.staged,
+            "snapshot_uri": self.snapshot_uri,
+            "snapshot_manifest": self.snapshot_manifest,
+            "positions": self.positions,
+        }
+
+
+def late_sink_config(sink: dict[str, Any], source: str) -> dict[str, Any]:
+    """The side sink of one source's late records (one folder, table or name per source)."""
+    out = dict(sink)
+    if "path" in out:
+        out["path"] = out["path"].rstrip("/") + f"/{source}"
+    if "table" in out:
+        out["table"] = f"{out['table']}_{source}"
+    if "name" in out:
+        out["name"] = f"{out['name']}.{source}"
+    return out
+
+
+class CycleRunner:
+    """Runs rounds of one compiled plan on one SparkSession (a Worker's engine)."""
+
+    def __init__(self, spark: SparkSession, plan: CompiledPlan, job: str, home: str, snapshots: SnapshotStore):
+        self.spark = spark
+        self.plan = plan
+        self.job = job
+        self.home = home
+        self.snapshots = snapshots
+        g = plan.graph
+        self._order = g.topological_order()
+        self._fanout = {v for v in g.vertices if len(g.outputs(v)) > 1}
+        self._schemas = {vid: struct_of(v.schema) for vid, v in g.vertices.items()}
+        self._state_schemas = {
+            f"{vid}.{t}": struct_of(cols) for vid, v in g.vertices.items() for t, cols in v.state.items()
+        }
+
+    def bounds(self, window: int) -> tuple[int, int]:
+        g = self.plan.graph
+        start = g.origin_us + window * g.cycle_window_us
+        return start, start + g.cycle_window_us
+
+    def _load_state(self, restore: RestorePoint | None) -> dict[str, DataFrame]:
+        if restore is None or restore.snapshot_uri is None:
+            return {}
+        self.snapshots.verify(restore.snapshot_uri, restore.snapshot_manifest)
+        state = {}
+        for table, schema in self._state_schemas.items():
+            if table in restore.snapshot_manifest:
+                uri = self.snapshots.operator_uri(restore.snapshot_uri, table)
+                state[table] = self.spark.read.schema(schema).parquet(uri)
+        return state
+
+    def run(self, window: int, attempt: int, restore: RestorePoint | None) -> CycleResult:
+        """Process cycle window ``window``; returns the staged output and the new snapshot."""
+        g = self.plan.graph
+        timings: dict[str, float] = {}
+        t0 = time.perf_counter()
+        start, end = self.bounds(window)
+        lateness = g.watermark["lateness_us"]
+        ctx = CycleContext(
+            self.spark,
+            window,
+            start,
+            end,
+            prev_watermark_us=start - lateness,
+            watermark_us=end - lateness,
+            parallelism=max(v.parallelism for v in g.vertices.values()),
+            state_in=self._load_state(restore),
+        )
+        frames: dict[str, DataFrame] = {}
+        observations: dict[str, Observation] = {}
+        positions: dict[str, dict[str, Any]] = {}
+        late_frames: dict[str, DataFrame] = {}
+        late_cfg = g.watermark["late"]
+        try:
+            for v in g.sources():
+                cfg = v.config["source"]
+                df, positions[v.id] = read_slice(self.spark, cfg, self._schemas[v.id], start, end)
+                obs = Observation(f"lg_{v.id}_{uuid.uuid4().hex[:8]}")
+                if slices_by_arrival(cfg):
+                    late = F.col(cfg["event_time"]) < F.timestamp_micros(F.lit(ctx.prev_watermark_us))
+                    df = df.withColumn("__late", late).observe(
+                        obs,
+                        F.count(F.lit(1)).alias("rows"),
+                        F.coalesce(F.sum(F.col("__late").cast("long")), F.lit(0)).alias("late"),
+                    )
+                    df = ctx.cache(df) if not isinstance(late_cfg, str) else df
+                    if not isinstance(late_cfg, str):
+                        late_frames[v.id] = df.filter(F.col("__late")).drop("__late")
+                    df = df.filter(~F.col("__late")).drop("__late")
+                else:
+                    df = df.observe(obs, F.count(F.lit(1)).alias("rows"), F.lit(0).cast("long").alias("late"))
+                observations[v.id] = obs
+                frames[v.id] = ctx.cache(df) if v.id in self._fanout else df
+            timings["read"] = time.perf_counter() - t0
+
+            t1 = time.perf_counter()
+            sinks: list[tuple[str, DataFrame, dict[str, Any]]] = []
+            for vid in self._order:
+                v = g.vertices[vid]
+                if v.kind == OperatorKind.SOURCE:
+                    continue
+                inputs = [frames[e.source] for e in g.inputs(vid)]
+                out = translate(ctx, g, v, inputs, self.plan.fns)
+                if vid in self._fanout:
+                    out = ctx.cache(out)
+                frames[vid] = out
+                if v.kind == OperatorKind.SINK:
+                    sinks.append((vid, out, v.config["sink"]))
+            for src, df in late_frames.items():
+                sinks.append((f"late.{src}", df, late_sink_config(late_cfg["sink"], src)))
+            timings["plan"] = time.perf_counter() - t1
+
+            t2 = time.perf_counter()
+            snapshot_uri = None
+            if ctx.state_out:
+                snapshot_uri = self.snapshots.snapshot_uri(self.job, window, attempt)
+                for table, df in ctx.state_out.items():
+                    df.write.mode("overwrite").parquet(self.snapshots.operator_uri(snapshot_uri, table))
+            timings["snapshot"] = time.perf_counter() - t2
+
+            t3 = time.perf_counter()
+            staged = {}
+            for name, df, sink_cfg in sinks:
+                staged[name] = stage_sink(
+                    df, sink_cfg, job=self.job, sink_name=name, window=window, attempt=attempt, home=self.home
+                )
+            timings["stage"] = time.perf_counter() - t3
+
+            manifest = self.snapshots.manifest(snapshot_uri) if snapshot_uri else {}
+            rows_in = late_rows = 0
+            for obs in observations.values():
+                m = obs.get
+                rows_in += int(m.get("rows") or 0)
+                late_rows += int(m.get("late") or 0)
+        finally:
+            ctx.release()
+        rows_out = sum(int(s.get("rows", 0)) for n, s in staged.items() if not n.startswith("late."))
+        return CycleResult(
+            window=window,
+            attempt=attempt,
+            staged=staged,
+            snapshot_uri=snapshot_uri,
+            snapshot_manifest=manifest,
+            positions=positions,
+            rows_in=rows_in,
+            rows_out=rows_out,
+            late_rows=late_rows,
+            timings={k: round(v * 1000, 1) for k, v in timings.items()},
+        )

@@ -1,0 +1,190 @@
+"""The Spark session Lockgate runs on: Java check, quiet start-up, UTC, loopback only.
+
+``get_spark("local[2]")`` (in-process), ``get_spark("spark://host:port")`` (standalone) or
+``get_spark("sc://host:port")`` (Spark Connect). The driver JVM is started with Lockgate's
+``conf/log4j2.properties`` (root level ERROR, or ``LOCKGATE_SPARK_LOG_LEVEL``), so start-up
+prints nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import warnings
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lockgate.errors import JavaNotFoundError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+# pandas 3 FutureWarnings raised from PySpark's code ("PySpark does not yet fully support pandas
+# >= 3.0.0", deprecations hit inside pyspark): harmless, not the user's to fix.
+warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
+warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark(\.|$)")
+logging.getLogger("py4j").setLevel(logging.ERROR)
+
+MIN_JAVA = 17
+_JAVA_FIX = (
+    "install OpenJDK 17 (apt-get install openjdk-17-jre-headless) or set JAVA_HOME to a JDK/JRE 17+"
+)
+# Lines the driver JVM prints to stderr outside log4j; dropped unless LOCKGATE_SPARK_LOG_LEVEL is set.
+_JVM_NOISE = re.compile(rb"^WARNING: Using incubator modules")
+_LOG_LEVELS = {"ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF"}
+
+_session: SparkSession | None = None
+
+
+def check_java() -> str:
+    """Return the version of the Java Spark will use (``"17.0.15"``); raise if missing or < 17."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home:
+        java = os.path.join(java_home, "bin", "java")
+        if not os.access(java, os.X_OK):
+            raise JavaNotFoundError(f"JAVA_HOME={java_home} has no bin/java. Fix: {_JAVA_FIX}.")
+    else:
+        java = shutil.which("java")
+        if java is None:
+            raise JavaNotFoundError(f"Java {MIN_JAVA}+ is needed by Spark and no 'java' is on PATH. Fix: {_JAVA_FIX}.")
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise JavaNotFoundError(f"cannot run '{java} -version': {e}. Fix: {_JAVA_FIX}.") from e
+    m = re.search(r'version "([^"]+)"', out.stderr + out.stdout)
+    if out.returncode != 0 or m is None:
+        raise JavaNotFoundError(f"'{java} -version' gave no version ({out.stderr.strip()!r}). Fix: {_JAVA_FIX}.")
+    version = m.group(1)
+    parts = re.split(r"[.+_-]", version)
+    major = int(parts[1] if parts[0] == "1" and len(parts) > 1 else parts[0])
+    if major < MIN_JAVA:
+        raise JavaNotFoundError(f"Spark needs Java {MIN_JAVA}+, found {version} at {java}. Fix: {_JAVA_FIX}.")
+    return version
+
+
+def _log4j2_file() -> str:
+    # Anchored on lockgate.runtime (a regular package): importlib.resources cannot read the
+    # namespace package "lockgate" of an editable install. Lockgate is never installed zipped.
+    path = Path(str(resources.files("lockgate.runtime"))).parent / "conf" / "log4j2.properties"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: reinstall lockgate (pip install -e .)")
+    return str(path)
+
+
+def _spark_log_level() -> str | None:
+    level = os.environ.get("LOCKGATE_SPARK_LOG_LEVEL", "").strip().upper()
+    if not level:
+        return None
+    level = "WARN" if level == "WARNING" else level
+    if level not in _LOG_LEVELS:
+        raise ValueError(f"LOCKGATE_SPARK_LOG_LEVEL={level!r}: use one of {sorted(_LOG_LEVELS)}")
+    return level
+
+
+def _reusable(s: SparkSession | None) -> bool:
+    if s is None or getattr(s, "is_stopped", False):  # is_stopped: Spark Connect sessions
+        return False
+    sc = getattr(s, "_sc", None)  # classic sessions
+    return sc is None or sc._jsc is not None
+
+
+def _launch_gateway_filtered(conf: dict[str, str], keep_all: bool) -> None:
+    """Start the driver JVM ourselves, with its stderr copied through a filter thread.
+
+    The JVM prints "WARNING: Using incubator modules" (Spark's launcher always adds
+    ``--add-modules=jdk.incubator.vector``) straight to stderr, outside log4j. PySpark reuses
+    an already launched gateway, so the builder below attaches to this one.
+    """
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return
+    gateway = launch_gateway(SparkConf(loadDefaults=False).setAll(conf.items()), {"stderr": subprocess.PIPE})
+
+    def pump(stream) -> None:
+        for line in iter(stream.readline, b""):
+            if keep_all or not _JVM_NOISE.match(line):
+                try:
+                    os.write(2, line)
+                except OSError:
+                    pass
+
+    threading.Thread(target=pump, args=(gateway.proc.stderr,), name="spark-jvm-stderr", daemon=True).start()
+    SparkContext._gateway = gateway
+    SparkContext._jvm = gateway.jvm
+
+
+def get_spark(master: str = "local[2]", app_name: str = "lockgate", conf: dict[str, str] | None = None) -> SparkSession:
+    """Return the active session, or start one on ``master`` (``local[...]``, ``spark://``, ``sc://``).
+
+    ``conf`` overrides the defaults (e.g. ``{"spark.sql.shuffle.partitions": "8"}``).
+    """
+    global _session
+    from pyspark.sql import SparkSession
+
+    for s in (_session, SparkSession.getActiveSession()):
+        if _reusable(s):
+            _session = s
+            return s
+
+    runtime = {
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.adaptive.enabled": "true",
+    }
+    if master.startswith("sc://"):  # Spark Connect: only session confs; UDFs use the server's Python
+        builder = SparkSession.builder.remote(master).appName(app_name)
+        for k, v in {**runtime, **(conf or {})}.items():
+            builder = builder.config(k, v)
+        _session = builder.getOrCreate()
+        return _session
+    if not (master.startswith("local") or master.startswith("spark://")):
+        raise ValueError(f"unsupported Spark master {master!r}: use local[N], spark://host:port or sc://host:port")
+
+    check_java()
+    level = _spark_log_level()
+    java_opts = f"-Dlog4j2.configurationFile={_log4j2_file()}"
+    java_opts = f'"{java_opts}"' if " " in java_opts else java_opts  # Spark splits these on spaces
+    if level:
+        java_opts += f" -Dlockgate.spark.log.level={level}"
+    full = {
+        "spark.master": master,
+        "spark.app.name": app_name,
+        **runtime,
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.pyspark.python": sys.executable,
+        **(conf or {}),
+    }
+    user_opts = (conf or {}).get("spark.driver.extraJavaOptions")
+    full["spark.driver.extraJavaOptions"] = f"{java_opts} {user_opts}" if user_opts else java_opts
+    os.environ["PYSPARK_PYTHON"] = full["spark.pyspark.python"]
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+    _launch_gateway_filtered(full, keep_all=level is not None)
+    builder = SparkSession.builder
+    for k, v in full.items():
+        builder = builder.config(k, v)
+    _session = builder.getOrCreate()
+    return _session
+
+
+def stop_spark() -> None:
+    """Stop the session started by :func:`get_spark` (or the active one), if any."""
+    global _session
+    from pyspark.sql import SparkSession
+
+    s = _session or SparkSession.getActiveSession()
+    _session = None
+    if s is not None:
+        s.stop()

@@ -1,0 +1,119 @@
+"""Phase one of the sink protocol: stage a window's sink output with Spark.
+
+During a cycle round for window ``W`` (attempt ``A``) the worker writes each sink's
+DataFrame once, to a staging folder private to that attempt, and reports the returned
+*staged descriptor* in CycleDone; the controller later commits it
+(:mod:`lockgate.runtime.commit`, no Spark there).
+
+Staging locations:
+
+- file sink: ``<path>/_staging/<job>/w=<W:010d>-a<A>/`` in the sink's format and options
+  (CSV with a header), so the commit is a rename on the same file system; readers of
+  ``<path>`` skip ``_staging`` (Spark and pyarrow ignore names starting with ``_``);
+- postgres and collect sinks: Parquet under
+  ``<home>/staging/<job>/<sink_name>/w=<W:010d>-a<A>/``.
+
+The descriptor is plain JSON::
+
+    {"kind": "file" | "postgres" | "collect",
+     "uri": "<absolute path or file system URI of the staged folder>",
+     "rows": <rows written>,
+     "format": "parquet" | "csv" | "json",
+     "job": ..., "sink": <sink_name>, "window": W, "attempt": A,
+     "columns": [<column names>]}
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from pyspark.sql import DataFrame, Observation
+from pyspark.sql import functions as F
+
+from lockgate.api.sources import FILE_FORMATS
+from lockgate.errors import CompileError
+
+from .commit import delete_path, join, location_uri, resolve, staging_dir_name
+
+#: Parquet written for pyarrow and ADBC: microsecond timestamps, instants marked UTC
+#: (Spark's INT96 default would read back as naive nanoseconds).
+PARQUET_OPTIONS = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
+
+
+def staging_uri(sink: dict[str, Any], *, job: str, sink_name: str, window: int, attempt: int, home: str) -> str:
+    """Where window ``window``, attempt ``attempt`` of the sink is staged."""
+    leaf = staging_dir_name(window, attempt)
+    if sink["kind"] == "file":
+        return join(location_uri(sink["path"]), "_staging", job, leaf)
+    return join(location_uri(home), "staging", job, sink_name, leaf)
+
+
+def _spark_path(uri: str) -> str:
+    """A location Spark reads the same way pyarrow does: local paths as ``file:``."""
+    return uri if "://" in uri else "file://" + uri
+
+
+def stage_sink(
+    df: DataFrame,
+    sink: dict[str, Any],
+    *,
+    job: str,
+    sink_name: str,
+    window: int,
+    attempt: int,
+    home: str,
+) -> dict[str, Any]:
+    """Write ``df`` (one Spark write action, rows counted by an Observation during that
+    write) to the sink's staging folder for ``(window, attempt)``; return the staged
+    descriptor the controller commits. A leftover folder of the same attempt is
+    overwritten."""
+    kind = sink.get("kind")
+    if kind == "file":
+        fmt = (sink.get("format") or "parquet").lower()
+        if fmt not in FILE_FORMATS:
+            raise CompileError(f"file sink format {fmt!r}: expected one of {list(FILE_FORMATS)}", sink_name)
+        options = {str(k): str(v) for k, v in (sink.get("options") or {}).items()}
+        if fmt == "csv":
+            options.setdefault("header", "true")
+    elif kind in ("postgres", "collect"):
+        fmt, options = "parquet", {}
+        if kind == "postgres":
+            wc = sink.get("window_column") or "lg_window"
+            if wc in df.columns:
+                raise CompileError(
+                    f"the stream written to PostgreSQL table {sink.get('table')!r} already has a "
+                    f"column {wc!r}, which holds the window id; rename it or set "
+                    f"PostgresSink(window_column=...)",
+                    sink_name,
+                )
+    else:
+        raise CompileError(f"unknown sink kind {kind!r}; expected file, postgres or collect", sink_name)
+    if fmt == "parquet":
+        options = {**PARQUET_OPTIONS, **options}
+
+    uri = staging_uri(sink, job=job, sink_name=sink_name, window=window, attempt=attempt, home=home)
+    obs = Observation(f"lg_rows_{uuid.uuid4().hex}")
+    observed = df.observe(obs, F.count(F.lit(1)).alias("rows"))
+    if not df.columns:
+        # no file format stores zero columns: count through a no-op write and stage an
+        # empty folder (with _SUCCESS, so a commit never renames over an empty folder)
+        observed.write.format("noop").mode("overwrite").save()
+        fs, path = resolve(uri)
+        delete_path(fs, path)
+        fs.create_dir(path, recursive=True)
+        fs.open_output_stream(join(path, "_SUCCESS")).close()
+    else:
+        observed.write.format(fmt).mode("overwrite").options(**options).save(_spark_path(uri))
+    rows = int(obs.get["rows"])
+    return {
+        "kind": kind,
+        "uri": uri,
+        "rows": rows,
+        "format": fmt,
+        "job": job,
+        "sink": sink_name,
+        "window": window,
+        "attempt": attempt,
+        "columns": list(df.columns),
+    }
