@@ -33,15 +33,15 @@ def count(column: str | None = None) -> Aggregate:
     return Aggregate("count", column)
 
 
-def sum(column: str) -> Aggregate:  # noqa: A001 - mirrors pyspark.sql.functions
+def sum(column: str) -> Aggregate:
     return Aggregate("sum", column)
 
 
-def min(column: str) -> Aggregate:  # noqa: A001
+def min(column: str) -> Aggregate:
     return Aggregate("min", column)
 
 
-def max(column: str) -> Aggregate:  # noqa: A001
+def max(column: str) -> Aggregate:
     return Aggregate("max", column)
 
 

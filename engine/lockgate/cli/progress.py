@@ -24,7 +24,9 @@ class Progress:
     def __call__(self, e: JobEvent) -> None:
         if not self.enabled:
             return
-        if e.kind == "cycle_done":
+        if e.kind == "run_planned" and self.total is None:
+            self.total = int(e.message.split()[0])
+        elif e.kind == "cycle_done":
             self.done += 1
             self.rows += e.rows_in
             self._draw(e)

@@ -177,7 +177,7 @@ class Client(ABC):
     def read_sink(self, job: str, sink: str) -> Any:
         """Committed rows of a CollectSink as a ``pyarrow.Table`` (with an ``lg_window`` column)."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Release the client's resources."""
 
     def __enter__(self) -> Client:

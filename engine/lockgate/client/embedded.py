@@ -6,6 +6,7 @@ Local Spark (or the master given), the SQLite catalog and the snapshot folder un
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -383,10 +384,8 @@ class EmbeddedClient(Client):
 
     def close(self) -> None:
         for name in list(self._continuous):
-            try:
+            with contextlib.suppress(LockgateError):
                 self.stop(name)
-            except LockgateError:
-                pass
         self.catalog.close()
 
 

@@ -157,19 +157,17 @@ class CycleScheduler:
         elif prior == JobState.STOPPING:
             self._to(JobState.STOPPED, "the previous runner stopped without finishing its stop")
             self._to(JobState.COMPILING, f"run of plan {plan.version}")
-        elif prior != JobState.COMPILING:
-            if prior != JobState.RECOVERING:
-                self._to(
-                    JobState.RECOVERING,
-                    f"the previous runner (generation {self.generation - 1}) ended while {prior.value}",
-                )
+        elif prior != JobState.COMPILING and prior != JobState.RECOVERING:
+            self._to(
+                JobState.RECOVERING,
+                f"the previous runner (generation {self.generation - 1}) ended while {prior.value}",
+            )
         self.catalog.save_plan(plan.version, plan.name, plan.graph.to_json(), plan.graph.state_layout())
         self.catalog.set_job_plan(self.job, plan.version)
         self._to(JobState.SCHEDULING, "restoring from the last complete window")
 
-        # 1. rounds that never reached STAGED: their staged files are garbage
-        for cyc in self.catalog.abort_open_cycles(self.job, reason="runner lost before staging"):
-            self._discard(cyc.manifest)
+        # 1. rounds that never reached STAGED: what they wrote is garbage (collected below)
+        self.catalog.abort_open_cycles(self.job, reason="runner lost before staging")
         # 2. rounds that staged but did not finish committing: commit them again
         for cyc in self.catalog.staged_cycles(self.job):
             last = self.catalog.last_checkpoint(self.job)
@@ -183,6 +181,7 @@ class CycleScheduler:
         # 3. the last complete window, its state, and nothing committed after it
         last = self.catalog.last_checkpoint(self.job)
         self.last_window = last.window if last else None
+        self._collect_garbage()
         if last is not None:
             for name, sink in self.sinks.items():
                 committer_for(sink, self.home).retract_after(self.job, name, last.window)
@@ -197,6 +196,16 @@ class CycleScheduler:
         if cp.snapshot_uri:
             self.snapshots.verify(cp.snapshot_uri, cp.snapshot_manifest)
         return RestorePoint(cp.window, cp.snapshot_uri, cp.snapshot_manifest)
+
+    def _collect_garbage(self) -> None:
+        """Delete staged output and snapshots that no checkpoint refers to: after the
+        replay above, every staged file of this job belongs to an abandoned attempt."""
+        for name, sink in self.sinks.items():
+            committer_for(sink, self.home).discard_all_staged(self.job, name)
+        keep = {cp.snapshot_uri for cp in self.catalog.list_checkpoints(self.job) if cp.snapshot_uri}
+        for uri in self.snapshots.list_snapshots(self.job):
+            if uri not in keep:
+                self.snapshots.delete(uri)
 
     def _discard(self, manifest: dict[str, Any]) -> None:
         for name, staged in (manifest.get("staged") or {}).items():
@@ -237,12 +246,14 @@ class CycleScheduler:
             sink_commits=commits,
             rows_in=rows_in,
             rows_out=rows_out,
-            timings={"commit": round((t1 - t0) * 1000, 1), "checkpoint": round((time.perf_counter() - t1) * 1000, 1)},
+            timings={"commit": round((t1 - t0) * 1000, 1)},
         )
+        tail = {"commit": round((t1 - t0) * 1000, 1), "checkpoint": round((time.perf_counter() - t1) * 1000, 1)}
+        self.catalog.update_cycle_timings(cycle_id, {"checkpoint": tail["checkpoint"]})
         faults.maybe_crash("after_checkpoint", window)
         self.last_window = window
         self._expire()
-        return {"commit": round((t1 - t0) * 1000, 1), "checkpoint": round((time.perf_counter() - t1) * 1000, 1)}
+        return tail
 
     def _expire(self) -> None:
         for cp in self.catalog.expire_checkpoints(self.job, self.keep):
@@ -300,6 +311,8 @@ class CycleScheduler:
         t0 = time.perf_counter()
         self.check_gap(first)
         self._to(JobState.RUNNING, f"windows {first}..{last}")
+        todo = [w for w in range(first, last + 1) if self.last_window is None or w > self.last_window]
+        self._emit(CycleEvent("run_planned", self.job, window=first, message=f"{len(todo)} windows to run"))
         try:
             for w in range(first, last + 1):
                 if self.last_window is not None and w <= self.last_window:

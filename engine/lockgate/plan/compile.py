@@ -100,11 +100,14 @@ def build_graph(pipeline: Pipeline) -> PipelineGraph:
     edges: list[PipelineEdge] = []
     for n in pipeline.nodes.values():
         config = dict(n.config)
+        parallelism = n.parallelism or pipeline.parallelism
+        if n.op == "sink":  # a sink writes with its input's partitions
+            parallelism = vertices[n.inputs[0].node].parallelism
         vertices[n.id] = PipelineVertex(
             id=n.id,
             op=n.op,
             kind=OP_KINDS[n.op],
-            parallelism=n.parallelism or pipeline.parallelism,
+            parallelism=parallelism,
             config=config,
         )
         for idx, i in enumerate(n.inputs):

@@ -11,11 +11,11 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 
-class OperatorKind(str, Enum):
+class OperatorKind(StrEnum):
     SOURCE = "SOURCE"
     ONE_INPUT = "ONE_INPUT"
     TWO_INPUT = "TWO_INPUT"
@@ -23,7 +23,7 @@ class OperatorKind(str, Enum):
     SINK = "SINK"
 
 
-class Partitioning(str, Enum):
+class Partitioning(StrEnum):
     FORWARD = "FORWARD"
     KEY = "KEY"
     BROADCAST = "BROADCAST"

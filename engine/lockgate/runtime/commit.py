@@ -49,12 +49,13 @@ _STAGED_RE = re.compile(r"^w=(-?\d+)-a(\d+)$")
 
 
 # -- file systems --------------------------------------------------------------------
-def resolve(location: str) -> tuple[pafs.FileSystem, str]:
+def resolve(location: str | os.PathLike[str]) -> tuple[pafs.FileSystem, str]:
     """``(file system, path)`` for a local path or a file system URI.
 
     Local paths become absolute; ``s3a://`` and ``s3n://`` (Hadoop spellings) read as
     ``s3://``.
     """
+    location = os.fspath(location)
     if "://" in location:
         scheme, rest = location.split("://", 1)
         scheme = scheme.lower()
@@ -69,8 +70,9 @@ def resolve(location: str) -> tuple[pafs.FileSystem, str]:
     return pafs.LocalFileSystem(), os.path.abspath(os.path.expanduser(location))
 
 
-def location_uri(location: str) -> str:
+def location_uri(location: str | os.PathLike[str]) -> str:
     """``location`` in the form stage descriptors carry: absolute path, or the URI."""
+    location = os.fspath(location)
     if "://" in location:
         return location.rstrip("/")
     if location.startswith("file:"):

@@ -8,6 +8,7 @@ prints nothing.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -32,9 +33,7 @@ warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark(\.|$)
 logging.getLogger("py4j").setLevel(logging.ERROR)
 
 MIN_JAVA = 17
-_JAVA_FIX = (
-    "install OpenJDK 17 (apt-get install openjdk-17-jre-headless) or set JAVA_HOME to a JDK/JRE 17+"
-)
+_JAVA_FIX = "install OpenJDK 17 (apt-get install openjdk-17-jre-headless) or set JAVA_HOME to a JDK/JRE 17+"
 # Lines the driver JVM prints to stderr outside log4j; dropped unless LOCKGATE_SPARK_LOG_LEVEL is set.
 _JVM_NOISE = re.compile(rb"^WARNING: Using incubator modules")
 _LOG_LEVELS = {"ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF"}
@@ -52,14 +51,18 @@ def check_java() -> str:
     else:
         java = shutil.which("java")
         if java is None:
-            raise JavaNotFoundError(f"Java {MIN_JAVA}+ is needed by Spark and no 'java' is on PATH. Fix: {_JAVA_FIX}.")
+            raise JavaNotFoundError(
+                f"Java {MIN_JAVA}+ is needed by Spark and no 'java' is on PATH. Fix: {_JAVA_FIX}."
+            )
     try:
         out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise JavaNotFoundError(f"cannot run '{java} -version': {e}. Fix: {_JAVA_FIX}.") from e
     m = re.search(r'version "([^"]+)"', out.stderr + out.stdout)
     if out.returncode != 0 or m is None:
-        raise JavaNotFoundError(f"'{java} -version' gave no version ({out.stderr.strip()!r}). Fix: {_JAVA_FIX}.")
+        raise JavaNotFoundError(
+            f"'{java} -version' gave no version ({out.stderr.strip()!r}). Fix: {_JAVA_FIX}."
+        )
     version = m.group(1)
     parts = re.split(r"[.+_-]", version)
     major = int(parts[1] if parts[0] == "1" and len(parts) > 1 else parts[0])
@@ -111,17 +114,17 @@ def _launch_gateway_filtered(conf: dict[str, str], keep_all: bool) -> None:
     def pump(stream) -> None:
         for line in iter(stream.readline, b""):
             if keep_all or not _JVM_NOISE.match(line):
-                try:
+                with contextlib.suppress(OSError):
                     os.write(2, line)
-                except OSError:
-                    pass
 
     threading.Thread(target=pump, args=(gateway.proc.stderr,), name="spark-jvm-stderr", daemon=True).start()
     SparkContext._gateway = gateway
     SparkContext._jvm = gateway.jvm
 
 
-def get_spark(master: str = "local[2]", app_name: str = "lockgate", conf: dict[str, str] | None = None) -> SparkSession:
+def get_spark(
+    master: str = "local[2]", app_name: str = "lockgate", conf: dict[str, str] | None = None
+) -> SparkSession:
     """Return the active session, or start one on ``master`` (``local[...]``, ``spark://``, ``sc://``).
 
     ``conf`` overrides the defaults (e.g. ``{"spark.sql.shuffle.partitions": "8"}``).
@@ -147,7 +150,9 @@ def get_spark(master: str = "local[2]", app_name: str = "lockgate", conf: dict[s
         _session = builder.getOrCreate()
         return _session
     if not (master.startswith("local") or master.startswith("spark://")):
-        raise ValueError(f"unsupported Spark master {master!r}: use local[N], spark://host:port or sc://host:port")
+        raise ValueError(
+            f"unsupported Spark master {master!r}: use local[N], spark://host:port or sc://host:port"
+        )
 
     check_java()
     level = _spark_log_level()

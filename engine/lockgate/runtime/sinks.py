@@ -41,7 +41,9 @@ from .commit import delete_path, join, location_uri, resolve, staging_dir_name
 PARQUET_OPTIONS = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
 
 
-def staging_uri(sink: dict[str, Any], *, job: str, sink_name: str, window: int, attempt: int, home: str) -> str:
+def staging_uri(
+    sink: dict[str, Any], *, job: str, sink_name: str, window: int, attempt: int, home: str
+) -> str:
     """Where window ``window``, attempt ``attempt`` of the sink is staged."""
     leaf = staging_dir_name(window, attempt)
     if sink["kind"] == "file":

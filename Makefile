@@ -1,0 +1,14 @@
+# Lockgate. `make test` is the test command (.ci/run runs it).
+.PHONY: setup demo test lint
+
+setup:
+	@scripts/setup.sh
+
+demo: setup
+	@scripts/demo.sh
+
+test: setup
+	@scripts/test.sh
+
+lint: setup
+	@.venv/bin/ruff check .

@@ -1,0 +1,87 @@
+"""Structured, quiet-by-default logging for the engine.
+
+Modules log through ``get_logger(__name__)`` and ``log_event(logger, "event", key=value)``.
+Nothing is printed until :func:`configure` installs a handler (the CLI does, at
+``LOCKGATE_LOG_LEVEL``, default WARNING); an application that configures the root logger
+receives the records instead. A line reads::
+
+    2026-01-02T03:04:05.678Z INFO lockgate.control window_committed job=demo window=3
+"""
+
+from __future__ import annotations
+
+import json as _json
+import logging
+import os
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+ROOT = "lockgate"
+_FIELDS = "lockgate_fields"  # LogRecord attribute holding log_event's key=value fields
+
+logging.getLogger(ROOT).addHandler(logging.NullHandler())
+
+
+def get_logger(name: str) -> logging.Logger:
+    """The logger ``name`` under "lockgate" (``lockgate.x`` stays as is, ``x`` becomes ``lockgate.x``)."""
+    if name == ROOT or name.startswith(ROOT + "."):
+        return logging.getLogger(name)
+    return logging.getLogger(f"{ROOT}.{name}")
+
+
+def log_event(logger: logging.Logger, event: str, level: int = logging.INFO, **fields: Any) -> None:
+    """Log ``event`` (a short snake_case name) with structured ``fields``."""
+    if logger.isEnabledFor(level):
+        logger.log(level, event, extra={_FIELDS: fields}, stacklevel=2)
+
+
+def _value(v: Any) -> str:
+    if not isinstance(v, str):  # numbers, None, lists, dicts: as JSON
+        return _json.dumps(v, default=str, separators=(",", ":"))
+    return _json.dumps(v) if (not v or any(c in v for c in ' ="\n\t')) else v
+
+
+class _Formatter(logging.Formatter):
+    def __init__(self, as_json: bool):
+        super().__init__()
+        self.as_json = as_json
+
+    def format(self, record: logging.LogRecord) -> str:
+        ts = (
+            datetime.fromtimestamp(record.created, UTC)
+            .isoformat(timespec="milliseconds")
+            .replace("+00:00", "Z")
+        )
+        fields: dict[str, Any] = dict(getattr(record, _FIELDS, {}))
+        if record.exc_info:
+            fields["exc"] = self.formatException(record.exc_info)
+        if self.as_json:
+            head = {"ts": ts, "level": record.levelname, "logger": record.name, "event": record.getMessage()}
+            return _json.dumps({**head, **{k: v for k, v in fields.items() if k not in head}}, default=str)
+        kv = "".join(f" {k}={_value(v)}" for k, v in fields.items())
+        return f"{ts} {record.levelname} {record.name} {record.getMessage()}{kv}"
+
+
+_handler: logging.Handler | None = None
+
+
+def configure(level: str | None = None, json: bool = False) -> None:
+    """Print "lockgate" records to stderr at ``level`` (else ``LOCKGATE_LOG_LEVEL``, else WARNING).
+
+    One line per record, ``ts level logger event key=value ...``, or one JSON object per line
+    with ``json=True``. Calling it again replaces the previous handler.
+    """
+    global _handler
+    name = (level or os.environ.get("LOCKGATE_LOG_LEVEL") or "WARNING").strip().upper()
+    name = "WARNING" if name == "WARN" else name
+    if not isinstance(logging.getLevelName(name), int):
+        raise ValueError(f"unknown log level {name!r}: use DEBUG, INFO, WARNING, ERROR or CRITICAL")
+    root = logging.getLogger(ROOT)
+    if _handler is not None:
+        root.removeHandler(_handler)
+    _handler = logging.StreamHandler(sys.stderr)
+    _handler.setFormatter(_Formatter(json))
+    root.addHandler(_handler)
+    root.setLevel(name)
+    root.propagate = False

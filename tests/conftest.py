@@ -1,0 +1,94 @@
+"""Fixtures shared by all tests: one Spark session, a Lockgate home, a PostgreSQL database."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from pyspark.sql import SparkSession
+
+PG_HOST, PG_PORT, PG_USER = "127.0.0.1", 5432, "postgres"
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """One local[2] session for the whole test session (start-up takes seconds)."""
+    from lockgate.runtime.session import get_spark, stop_spark
+
+    session = get_spark("local[2]")
+    yield session
+    stop_spark()
+
+
+@pytest.fixture
+def lockgate_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty directory, also set as LOCKGATE_HOME for the test."""
+    home = tmp_path / "lockgate_home"
+    home.mkdir()
+    monkeypatch.setenv("LOCKGATE_HOME", str(home))
+    return home
+
+
+def _pg_admin() -> psycopg.Connection:
+    return psycopg.connect(
+        host=PG_HOST, port=PG_PORT, user=PG_USER, dbname="postgres", autocommit=True, connect_timeout=3
+    )
+
+
+def _pg_admin_starting_server() -> psycopg.Connection:
+    try:
+        return _pg_admin()
+    except psycopg.OperationalError as e:
+        error = e
+    ctl = shutil.which("pg_ctlcluster")
+    versions = (
+        sorted(os.listdir("/etc/postgresql"), key=lambda v: [int(p) for p in v.split(".") if p.isdigit()])
+        if os.path.isdir("/etc/postgresql")
+        else []
+    )
+    if ctl is None or not versions:
+        pytest.fail(
+            f"PostgreSQL is not reachable on {PG_HOST}:{PG_PORT} as user {PG_USER} ({error}) and there is "
+            "no pg_ctlcluster to start it: install and start PostgreSQL (apt-get install postgresql) "
+            "with trust auth for 127.0.0.1",
+            pytrace=False,
+        )
+    started = subprocess.run(
+        [ctl, "--skip-systemctl-redirect", versions[-1], "main", "start"], capture_output=True, text=True
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return _pg_admin()
+        except psycopg.OperationalError as e:
+            if time.monotonic() > deadline:
+                pytest.fail(
+                    f"PostgreSQL still not reachable on {PG_HOST}:{PG_PORT} after `pg_ctlcluster "
+                    f"{versions[-1]} main start` (exit {started.returncode}: "
+                    f"{(started.stderr or started.stdout).strip()}): {e}",
+                    pytrace=False,
+                )
+            time.sleep(0.5)
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    """A fresh database for the test session, dropped at the end."""
+    name = f"lockgate_test_{uuid.uuid4().hex[:12]}"
+    with _pg_admin_starting_server() as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield f"postgresql://{PG_USER}@{PG_HOST}:{PG_PORT}/{name}"
+    with _pg_admin() as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -1,0 +1,61 @@
+"""The Spark session: a whole pyspark (Python UDFs, through Arrow), Java 17+, UTC, a silent start.
+
+test_python_udfs is the test that catches the pyspark-client trap (pyspark-client's files
+overwriting pyspark's: Python UDFs then fail in the JVM). Fix: scripts/setup.sh.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from lockgate.runtime.session import check_java
+from pyspark.sql.functions import pandas_udf, udf
+
+
+def test_python_udfs(spark):
+    @udf("long")
+    def plus_one(x):
+        return x + 1
+
+    @pandas_udf("long")
+    def times_two(s):
+        return s * 2
+
+    def times_three(batches):
+        for b in batches:
+            yield pa.RecordBatch.from_arrays([pc.multiply(b.column(0), 3)], names=["id"])
+
+    df = spark.range(10)
+    rows = df.select(plus_one("id").alias("a"), times_two("id").alias("b")).orderBy("a").collect()
+    assert [(r.a, r.b) for r in rows] == [(i + 1, 2 * i) for i in range(10)]
+    assert sorted(r.id for r in df.mapInArrow(times_three, "id long").collect()) == [3 * i for i in range(10)]
+
+
+def test_java_17_or_newer():
+    version = check_java()
+    assert int(version.split(".")[0].split("-")[0].split("+")[0]) >= 17, version
+
+
+def test_session_time_zone_is_utc(spark):
+    assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
+    row = spark.sql("SELECT unix_timestamp(TIMESTAMP '2024-01-01 00:00:00') AS t").first()
+    assert row.t == 1704067200
+
+
+def test_startup_prints_nothing_about_logging(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("LOCKGATE_SPARK_LOG_LEVEL", "PYTHONPATH")}
+    code = "from lockgate.runtime.session import get_spark; s=get_spark(); s.range(3).count()"
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    noisy = [
+        line
+        for line in proc.stderr.splitlines()
+        if "WARN" in line or "Setting default log level" in line or "log4j" in line
+    ]
+    assert noisy == [], proc.stderr

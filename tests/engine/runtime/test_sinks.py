@@ -1,0 +1,225 @@
+"""Staging sink output with Spark, then committing it: every sink kind, end to end."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import psycopg
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pytest
+from lockgate.api.sinks import CollectSink, FileSink, PostgresSink
+from lockgate.errors import CompileError
+from lockgate.runtime.commit import committer_for, read_collected
+from lockgate.runtime.sinks import stage_sink
+from pyspark.sql import functions as F
+
+JOB = "bids"
+T0 = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
+
+
+def window_df(spark, window: int, n: int = 5):
+    """``n`` rows of window ``window``: id, name, a UTC instant ts, a price."""
+    start = int((T0 + timedelta(minutes=window)).timestamp())
+    return spark.range(window * 100, window * 100 + n).select(
+        F.col("id"),
+        F.concat(F.lit("b"), F.col("id").cast("string")).alias("name"),
+        F.timestamp_seconds(F.lit(start) + F.col("id") % 100).alias("ts"),
+        (F.col("id") * 0.5).alias("price"),
+    )
+
+
+def jobs_in_group(spark, fn) -> int:
+    """Run ``fn`` and count the Spark jobs it started."""
+    sc = spark.sparkContext
+    group = f"lg-test-{uuid.uuid4().hex}"
+    sc.setJobGroup(group, "count jobs")
+    try:
+        fn()
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    return len(sc.statusTracker().getJobIdsForGroup(group))
+
+
+def stage(df, sink, *, window, attempt=1, home, name="out"):
+    return stage_sink(
+        df, sink.to_config(), job=JOB, sink_name=name, window=window, attempt=attempt, home=home
+    )
+
+
+def test_file_parquet_stage_then_commit(spark, tmp_path, lockgate_home):
+    out = tmp_path / "out"
+    sink = FileSink(str(out))
+    holder = {}
+
+    def run():
+        holder["staged"] = stage(window_df(spark, 3), sink, window=3, attempt=2, home=lockgate_home)
+
+    assert jobs_in_group(spark, run) == 1  # one write action; the row count rides along
+    staged = holder["staged"]
+    assert staged == {
+        "kind": "file",
+        "uri": f"{out}/_staging/{JOB}/w=0000000003-a2",
+        "rows": 5,
+        "format": "parquet",
+        "job": JOB,
+        "sink": "out",
+        "window": 3,
+        "attempt": 2,
+        "columns": ["id", "name", "ts", "price"],
+    }
+    json.dumps(staged)
+    assert (Path(staged["uri"]) / "_SUCCESS").exists()
+
+    c = committer_for(sink.to_config(), lockgate_home)
+    assert c.commit(JOB, "out", 3, staged)["replayed"] is False
+    assert c.commit(JOB, "out", 3, staged)["replayed"] is True
+    assert not Path(staged["uri"]).exists()
+
+    # Spark reads the sink path as a data set partitioned by lg_window, skipping _staging
+    leftover = stage(window_df(spark, 4), sink, window=4, home=lockgate_home)
+    back = spark.read.parquet(str(out))
+    assert sorted(r.id for r in back.collect()) == [300, 301, 302, 303, 304]
+    assert {r.lg_window for r in back.select("lg_window").collect()} == {3}
+    # pyarrow too, with instants kept as UTC microseconds
+    t = ds.dataset(str(out), format="parquet", partitioning="hive").to_table()
+    assert t.num_rows == 5
+    assert t.schema.field("ts").type == pa.timestamp("us", tz="UTC")
+    assert min(t.column("ts").to_pylist()) == T0 + timedelta(minutes=3)
+    c.discard(leftover)
+
+
+def test_stage_overwrites_leftover_of_same_attempt(spark, tmp_path, lockgate_home):
+    out = tmp_path / "out"
+    sink = FileSink(str(out))
+    stage(window_df(spark, 0, n=50), sink, window=0, home=lockgate_home)
+    staged = stage(window_df(spark, 0, n=4), sink, window=0, home=lockgate_home)
+    assert staged["rows"] == 4
+    committer_for(sink.to_config(), lockgate_home).commit(JOB, "out", 0, staged)
+    assert spark.read.parquet(str(out)).count() == 4
+
+
+def test_file_csv_with_header_and_options(spark, tmp_path, lockgate_home):
+    out = tmp_path / "csv"
+    sink = FileSink(str(out), format="csv", options={"sep": "|"})
+    c = committer_for(sink.to_config(), lockgate_home)
+    for w in (0, 1):
+        staged = stage(window_df(spark, w, n=3), sink, window=w, home=lockgate_home)
+        assert staged["format"] == "csv" and staged["rows"] == 3
+        c.commit(JOB, "out", w, staged)
+    files = sorted((out / "lg_window=1").glob("part-*.csv"))
+    assert files
+    lines = [ln for f in files for ln in f.read_text().splitlines()]
+    assert lines[0] == "id|name|ts|price"
+    back = spark.read.option("header", "true").option("sep", "|").csv(str(out))
+    assert back.count() == 6
+    assert sorted(r.name for r in back.filter("lg_window = 1").collect()) == ["b100", "b101", "b102"]
+
+
+def test_file_json(spark, tmp_path, lockgate_home):
+    out = tmp_path / "json"
+    sink = FileSink(str(out), format="json")
+    staged = stage(window_df(spark, 2, n=3), sink, window=2, home=lockgate_home)
+    assert staged["format"] == "json"
+    committer_for(sink.to_config(), lockgate_home).commit(JOB, "out", 2, staged)
+    records = [
+        json.loads(ln)
+        for f in sorted((out / "lg_window=2").glob("part-*.json"))
+        for ln in f.read_text().splitlines()
+    ]
+    assert sorted(r["id"] for r in records) == [200, 201, 202]
+    assert spark.read.json(str(out)).filter("lg_window = 2").count() == 3
+
+
+def test_file_retract_after_restore(spark, tmp_path, lockgate_home):
+    out = tmp_path / "out"
+    sink = FileSink(str(out))
+    c = committer_for(sink.to_config(), lockgate_home)
+    for w in range(3):
+        c.commit(JOB, "out", w, stage(window_df(spark, w, n=2), sink, window=w, home=lockgate_home))
+    assert c.retract_after(JOB, "out", 0) == [1, 2]
+    assert sorted(r.id for r in spark.read.parquet(str(out)).collect()) == [0, 1]
+
+
+def test_collect_stage_commit_read(spark, lockgate_home):
+    sink = CollectSink("top")
+    c = committer_for(sink.to_config(), lockgate_home)
+    for w in (1, 0):
+        staged = stage(window_df(spark, w, n=2), sink, window=w, home=lockgate_home, name="sink_1")
+        assert staged["uri"] == f"{lockgate_home}/staging/{JOB}/sink_1/w={w:010d}-a1"
+        assert staged["format"] == "parquet" and staged["kind"] == "collect"
+        c.commit(JOB, "sink_1", w, staged)
+        c.commit(JOB, "sink_1", w, staged)
+    t = read_collected(lockgate_home, JOB, "top")
+    assert t.column("id").to_pylist() == [0, 1, 100, 101]
+    assert t.column("lg_window").to_pylist() == [0, 0, 1, 1]
+    assert t.schema.field("ts").type == pa.timestamp("us", tz="UTC")
+
+
+def test_collect_empty_and_column_less_frames(spark, lockgate_home):
+    sink = CollectSink("e")
+    c = committer_for(sink.to_config(), lockgate_home)
+    empty = stage(window_df(spark, 0).limit(0), sink, window=0, home=lockgate_home)
+    assert empty["rows"] == 0
+    c.commit(JOB, "out", 0, empty)
+    t = read_collected(lockgate_home, JOB, "e")
+    assert t.num_rows == 0 and t.column_names == ["id", "name", "ts", "price", "lg_window"]
+
+    nocols = CollectSink("z")
+    staged = stage(spark.range(7).select(), nocols, window=0, home=lockgate_home, name="z")
+    assert staged["rows"] == 7 and staged["columns"] == []
+    committer_for(nocols.to_config(), lockgate_home).commit(JOB, "z", 0, staged)
+    assert read_collected(lockgate_home, JOB, "z").num_rows == 0
+
+
+def test_postgres_stage_then_commit(spark, pg_url, lockgate_home):
+    sink = PostgresSink(pg_url, "bids_out")
+    c = committer_for(sink.to_config(), lockgate_home)
+    for w in (0, 1):
+        staged = stage(window_df(spark, w, n=4), sink, window=w, home=lockgate_home, name="pg")
+        assert staged["uri"] == f"{lockgate_home}/staging/{JOB}/pg/w={w:010d}-a1"
+        assert staged["rows"] == 4
+        assert c.commit(JOB, "pg", w, staged) == {"target": "postgres:bids_out", "rows": 4, "replayed": False}
+        assert c.commit(JOB, "pg", w, staged)["replayed"] is True
+    with psycopg.connect(pg_url) as conn:
+        rows = conn.execute("SELECT id, ts, lg_window FROM bids_out ORDER BY id").fetchall()
+        ts_type = conn.execute(
+            "SELECT data_type FROM information_schema.columns WHERE table_name = 'bids_out' AND column_name = 'ts'"
+        ).fetchone()[0]
+    assert ts_type == "timestamp with time zone"
+    assert [r[0] for r in rows] == [0, 1, 2, 3, 100, 101, 102, 103]
+    assert rows[0][1] == T0 and rows[4][1] == T0 + timedelta(minutes=1)
+    assert [r[2] for r in rows] == [0] * 4 + [1] * 4
+    assert c.retract_after(JOB, "pg", 0) == [1]
+
+
+def test_postgres_window_column_clash_fails_at_stage(spark, pg_url, lockgate_home):
+    df = window_df(spark, 0).withColumn("lg_window", F.lit(1))
+    with pytest.raises(CompileError, match="already has a column 'lg_window'"):
+        stage(df, PostgresSink(pg_url, "t"), window=0, home=lockgate_home, name="pg")
+
+
+def test_unknown_kind_and_format(spark, tmp_path, lockgate_home):
+    with pytest.raises(CompileError, match="format 'orc'"):
+        stage_sink(
+            window_df(spark, 0),
+            {"kind": "file", "path": str(tmp_path), "format": "orc"},
+            job=JOB,
+            sink_name="o",
+            window=0,
+            attempt=1,
+            home=lockgate_home,
+        )
+    with pytest.raises(CompileError, match="unknown sink kind 'kafka'"):
+        stage_sink(
+            window_df(spark, 0),
+            {"kind": "kafka"},
+            job=JOB,
+            sink_name="k",
+            window=0,
+            attempt=1,
+            home=lockgate_home,
+        )
