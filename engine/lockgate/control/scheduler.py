@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from ..checkpoint.catalog import Catalog, CheckpointRecord
 from ..checkpoint.snapshots import SnapshotStore
-from ..errors import LockgateError, StateLayoutError, WindowGapError
+from ..errors import JobNotFoundError, StateLayoutError, WindowGapError
 from ..logs import get_logger, log_event
 from ..plan.compile import CompiledPlan
 from ..runtime.commit import committer_for
@@ -147,11 +147,20 @@ class CycleScheduler:
 
     # -- recovery --------------------------------------------------------------------
     def prepare(self, reset_state: bool = False, pipeline_ref: str | None = None) -> None:
-        """Become the job's runner and restore it to its last complete window."""
+        """Become the job's runner and restore it to its last complete window.
+
+        A plan whose state layout does not fit the checkpoint to restore, or a damaged
+        state snapshot, is refused *before* anything is written: the job (state, plan,
+        generation, pipeline reference), its cycles, checkpoints and sink output stay as
+        they were. A failure after this runner took the job over leaves the job FAILED
+        (never stuck in SCHEDULING), and the next run recovers from the catalog.
+        """
         plan = self.plan
-        job = self.catalog.ensure_job(self.job, pipeline_ref or plan.name)
+        if not reset_state:
+            self._check_restorable()
+        self.catalog.ensure_job(self.job, pipeline_ref or plan.name)
         self.generation = self.catalog.acquire(self.job)
-        prior = job.state
+        prior = self.catalog.get_job(self.job).state  # read after acquire: no runner moves it now
         if is_terminal(prior) or prior == JobState.CREATED:
             self._to(JobState.COMPILING, f"run of plan {plan.version}")
         elif prior == JobState.STOPPING:
@@ -162,11 +171,18 @@ class CycleScheduler:
                 JobState.RECOVERING,
                 f"the previous runner (generation {self.generation - 1}) ended while {prior.value}",
             )
-        self.catalog.save_plan(plan.version, plan.name, plan.graph.to_json(), plan.graph.state_layout())
-        self.catalog.set_job_plan(self.job, plan.version)
-        self._to(JobState.SCHEDULING, "restoring from the last complete window")
+        try:
+            self.catalog.save_plan(plan.version, plan.name, plan.graph.to_json(), plan.graph.state_layout())
+            self.catalog.set_job_plan(self.job, plan.version)
+            self._to(JobState.SCHEDULING, "restoring from the last complete window")
+            self._recover(reset_state)
+        except BaseException as err:
+            self._fail(err)
+            raise
 
-        # 1. rounds that never reached STAGED: what they wrote is garbage (collected below)
+    def _recover(self, reset_state: bool) -> None:
+        # 1. rounds that never reached STAGED: what they wrote is garbage (collected below;
+        #    a RUNNING cycle has no manifest, so its files are found by location)
         self.catalog.abort_open_cycles(self.job, reason="runner lost before staging")
         # 2. rounds that staged but did not finish committing: commit them again
         for cyc in self.catalog.staged_cycles(self.job):
@@ -186,15 +202,41 @@ class CycleScheduler:
             for name, sink in self.sinks.items():
                 committer_for(sink, self.home).retract_after(self.job, name, last.window)
             self.restore = self._restore_point(last, reset_state)
+        else:
+            self.restore = None
+
+    def _check_restorable(self) -> None:
+        """Read-only pre-flight of :meth:`prepare`: the checkpoint the job will restore
+        (the last complete one, or the staged window whose commit will be replayed) must
+        fit the new plan's state layout, and its snapshot must be intact."""
+        try:
+            self.catalog.get_job(self.job)
+        except JobNotFoundError:
+            return  # a new job: nothing to restore
+        last = self.catalog.last_checkpoint(self.job)
+        target = None
+        if last is not None:
+            target = (last.window, last.plan_version, last.snapshot_uri, last.snapshot_manifest)
+        for cyc in self.catalog.staged_cycles(self.job):
+            if target is None or cyc.window == target[0] + 1:
+                m = cyc.manifest
+                target = (cyc.window, cyc.plan_version, m.get("snapshot_uri"), m.get("snapshot_manifest") or {})
+        if target is not None:
+            self._check_state(*target)
+
+    def _check_state(
+        self, window: int, plan_version: str | None, snapshot_uri: str | None, manifest: dict[str, Any]
+    ) -> None:
+        if plan_version and plan_version != self.plan.version:
+            old = self.catalog.get_plan(plan_version).state_layout
+            check_state_layout(old, self.plan.graph.state_layout(), self.job, window)
+        if snapshot_uri:
+            self.snapshots.verify(snapshot_uri, manifest)
 
     def _restore_point(self, cp: CheckpointRecord, reset_state: bool) -> RestorePoint:
         if reset_state:
             return RestorePoint(cp.window, None, {})
-        if cp.plan_version and cp.plan_version != self.plan.version:
-            old = self.catalog.get_plan(cp.plan_version).state_layout
-            check_state_layout(old, self.plan.graph.state_layout(), self.job, cp.window)
-        if cp.snapshot_uri:
-            self.snapshots.verify(cp.snapshot_uri, cp.snapshot_manifest)
+        self._check_state(cp.window, cp.plan_version, cp.snapshot_uri, cp.snapshot_manifest)
         return RestorePoint(cp.window, cp.snapshot_uri, cp.snapshot_manifest)
 
     def _collect_garbage(self) -> None:
@@ -309,11 +351,12 @@ class CycleScheduler:
         """Run windows ``first..last`` (inclusive) in order; committed ones are skipped."""
         summary = RunSummary(self.job, first, last)
         t0 = time.perf_counter()
-        self.check_gap(first)
-        self._to(JobState.RUNNING, f"windows {first}..{last}")
-        todo = [w for w in range(first, last + 1) if self.last_window is None or w > self.last_window]
-        self._emit(CycleEvent("run_planned", self.job, window=first, message=f"{len(todo)} windows to run"))
         try:
+            # a gap is refused before any round; the job records why (never left SCHEDULING)
+            self.check_gap(first)
+            self._to(JobState.RUNNING, f"windows {first}..{last}")
+            todo = [w for w in range(first, last + 1) if self.last_window is None or w > self.last_window]
+            self._emit(CycleEvent("run_planned", self.job, window=first, message=f"{len(todo)} windows to run"))
             for w in range(first, last + 1):
                 if self.last_window is not None and w <= self.last_window:
                     summary.windows_skipped += 1
@@ -325,10 +368,7 @@ class CycleScheduler:
                 summary.rows_in += res.rows_in
                 summary.rows_out += res.rows_out
                 summary.late_rows += res.late_rows
-        except LockgateError as err:
-            self._fail(err)
-            raise
-        except Exception as err:
+        except BaseException as err:  # KeyboardInterrupt too: the job must not stay RUNNING
             self._fail(err)
             raise
         summary.elapsed_s = time.perf_counter() - t0
@@ -345,5 +385,5 @@ class CycleScheduler:
     def _fail(self, err: BaseException) -> None:
         try:
             self._to(JobState.FAILED, f"{type(err).__name__}: {err}")
-        except LockgateError:
+        except Exception:  # fenced, or the catalog is down: the original error matters more
             log.exception("could not record the failure of job %s", self.job)

@@ -76,7 +76,6 @@ def build_execution_graph(graph: PipelineGraph) -> ExecutionGraph:
             and ins[0].partitioning == Partitioning.FORWARD
             and len(graph.outputs(ins[0].source)) == 1
             and graph.vertices[ins[0].source].parallelism == v.parallelism
-            and not graph.vertices[ins[0].source].stateful
         )
         if fusable:
             cid = chain_of[ins[0].source]
@@ -107,7 +106,7 @@ def build_execution_graph(graph: PipelineGraph) -> ExecutionGraph:
         group_of[cid] = gid
         if tail.kind == OperatorKind.SINK:
             groups[gid].boundary = "sink"
-        elif tail.stateful:
+        elif any(graph.vertices[o].stateful for o in chain.operators):
             groups[gid].boundary = "state"
         else:
             groups[gid].boundary = "shuffle"

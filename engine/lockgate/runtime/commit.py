@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import re
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -148,31 +149,42 @@ def _gone(job: str, sink_name: str, window: int, staged: dict[str, Any], target:
 
 
 # -- committers ----------------------------------------------------------------------
-class SinkCommitter:
+class SinkCommitter(ABC):
     """Commits staged output of one sink; idempotent per ``(job, sink, window)``."""
 
     kind = ""
 
+    @abstractmethod
     def commit(self, job: str, sink_name: str, window: int, staged: dict[str, Any]) -> dict[str, Any]:
         """Make window ``window``'s staged output visible in the target, exactly once.
 
         Returns ``{"target", "rows", "replayed"}``; ``replayed`` is true when the window
         was committed before (nothing is written again).
         """
-        raise NotImplementedError
 
+    @abstractmethod
     def is_committed(self, job: str, sink_name: str, window: int) -> bool:
-        raise NotImplementedError
+        """True when window ``window`` is in the target."""
 
+    @abstractmethod
     def retract_after(self, job: str, sink_name: str, window: int) -> list[int]:
         """Remove committed output of windows ``> window``; return their ids, ascending."""
-        raise NotImplementedError
+
+    @abstractmethod
+    def _staging_root(self, job: str, sink_name: str) -> str:
+        """Folder holding every staged attempt of this job and sink."""
 
     def discard(self, staged: dict[str, Any]) -> None:
         """Delete staged output (an attempt that will never be committed); missing is fine."""
         if not staged or not staged.get("uri"):
             return
         fs, path = resolve(staged["uri"])
+        delete_path(fs, path)
+
+    def discard_all_staged(self, job: str, sink_name: str) -> None:
+        """Delete every staged attempt of ``job`` for this sink (after recovery replayed
+        the commits still owed, none of them is needed)."""
+        fs, path = resolve(self._staging_root(job, sink_name))
         delete_path(fs, path)
 
 

@@ -8,6 +8,7 @@ round, so a plan that compiles is a plan that runs.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -21,7 +22,28 @@ from . import stateful
 from .context import CycleContext
 
 
+#: prefix of the module names :func:`lockgate.api.loader.load_pipeline` gives pipeline files
+_FILE_MODULE_PREFIX = "lockgate_pipeline_"
+
+
+def _pickle_by_value(fn: Callable[..., Any]) -> None:
+    """Make Spark ship ``fn`` with its code when it was defined in a pipeline *file*.
+
+    A pipeline file is imported under a synthetic module name that Python workers cannot
+    import, and cloudpickle pickles functions of importable-looking modules by reference,
+    so a worker would fail with ``No module named 'lockgate_pipeline_...'``.
+    """
+    from pyspark import cloudpickle
+
+    name = getattr(fn, "__module__", None) or ""
+    module = sys.modules.get(name)
+    if module is not None and name.startswith(_FILE_MODULE_PREFIX):
+        cloudpickle.register_pickle_by_value(module)
+
+
 def _arrow_mapper(fn: Callable[[pa.RecordBatch], Any]) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    _pickle_by_value(fn)
+
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             out = fn(batch)

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -45,7 +46,9 @@ def rows_of(window: int, n: int = 3) -> pa.Table:
     )
 
 
-def stage(folder: Path, table: pa.Table, *, kind: str, sink: str, window: int, attempt: int = 1) -> dict:
+def stage(
+    folder: Path, table: pa.Table, *, kind: str, sink: str, window: int, attempt: int = 1, job: str = JOB
+) -> dict:
     """Stage ``table`` like the worker does: Parquet part files plus _SUCCESS."""
     folder.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, folder / "part-00000.parquet")
@@ -55,7 +58,7 @@ def stage(folder: Path, table: pa.Table, *, kind: str, sink: str, window: int, a
         "uri": str(folder),
         "rows": table.num_rows,
         "format": "parquet",
-        "job": JOB,
+        "job": job,
         "sink": sink,
         "window": window,
         "attempt": attempt,
@@ -76,9 +79,15 @@ def file_staged(out: Path, window: int, attempt: int = 1, table: pa.Table | None
 
 
 def home_staged(
-    home: str, kind: str, sink: str, window: int, attempt: int = 1, table: pa.Table | None = None
+    home: str,
+    kind: str,
+    sink: str,
+    window: int,
+    attempt: int = 1,
+    table: pa.Table | None = None,
+    job: str = JOB,
 ) -> dict:
-    folder = Path(home) / "staging" / JOB / sink / staging_dir_name(window, attempt)
+    folder = Path(home) / "staging" / job / sink / staging_dir_name(window, attempt)
     return stage(
         folder,
         rows_of(window) if table is None else table,
@@ -86,6 +95,7 @@ def home_staged(
         sink=sink,
         window=window,
         attempt=attempt,
+        job=job,
     )
 
 
@@ -244,33 +254,51 @@ def test_read_collected_errors_and_empty(lockgate_home):
 
 
 # -- postgres ------------------------------------------------------------------------
-def _query(url: str, sql: str) -> list[tuple]:
+# The database is shared by the whole test session: each test has its own job and table.
+@pytest.fixture
+def job() -> str:
+    return f"orders_{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def tbl() -> str:
+    return f"out_{uuid.uuid4().hex[:10]}"
+
+
+def _query(url: str, sql: str, params: tuple = ()) -> list[tuple]:
     with psycopg.connect(url) as conn:
-        return conn.execute(sql).fetchall()
+        return conn.execute(sql, params).fetchall()
 
 
-def _pg_sink(url: str, table: str = "orders_out") -> dict:
+def _markers(url: str, job: str) -> list[tuple]:
+    return _query(
+        url, 'SELECT sink, "window", rows FROM lockgate_sink_commits WHERE job = %s ORDER BY "window"', (job,)
+    )
+
+
+def _pg_sink(url: str, table: str) -> dict:
     return {"kind": "postgres", "url": url, "table": table, "window_column": "lg_window"}
 
 
-def test_postgres_commit_exactly_once(pg_url, lockgate_home):
-    c = committer_for(_pg_sink(pg_url), lockgate_home)
+def test_postgres_commit_exactly_once(pg_url, lockgate_home, job, tbl):
+    c = committer_for(_pg_sink(pg_url, tbl), lockgate_home)
     assert isinstance(c, PostgresCommitter)
-    assert not c.is_committed(JOB, "pg", 0)
-    staged = home_staged(lockgate_home, "postgres", "pg", 0)
-    info = c.commit(JOB, "pg", 0, staged)
-    assert info == {"target": "postgres:orders_out", "rows": 3, "replayed": False}
+    assert not c.is_committed(job, "pg", 0)
+    staged = home_staged(lockgate_home, "postgres", "pg", 0, job=job)
+    info = c.commit(job, "pg", 0, staged)
+    assert info == {"target": f"postgres:{tbl}", "rows": 3, "replayed": False}
     assert not Path(staged["uri"]).exists()  # staged files go once committed
-    assert c.is_committed(JOB, "pg", 0)
+    assert c.is_committed(job, "pg", 0)
+    assert c.committed_at(job, "pg", 0) is not None
 
     # replays: same descriptor (files gone), and a later attempt of the same window
-    assert c.commit(JOB, "pg", 0, staged)["replayed"] is True
-    again = home_staged(lockgate_home, "postgres", "pg", 0, attempt=2)
-    assert c.commit(JOB, "pg", 0, again)["replayed"] is True
+    assert c.commit(job, "pg", 0, staged)["replayed"] is True
+    again = home_staged(lockgate_home, "postgres", "pg", 0, attempt=2, job=job)
+    assert c.commit(job, "pg", 0, again)["replayed"] is True
     assert not Path(again["uri"]).exists()
 
-    c.commit(JOB, "pg", 1, home_staged(lockgate_home, "postgres", "pg", 1))
-    assert _query(pg_url, "SELECT id, name, lg_window FROM orders_out ORDER BY id") == [
+    c.commit(job, "pg", 1, home_staged(lockgate_home, "postgres", "pg", 1, job=job))
+    assert _query(pg_url, f"SELECT id, name, lg_window FROM {tbl} ORDER BY id") == [
         (0, "w0-0", 0),
         (1, "w0-1", 0),
         (2, "w0-2", 0),
@@ -278,26 +306,27 @@ def test_postgres_commit_exactly_once(pg_url, lockgate_home):
         (101, "w1-1", 1),
         (102, "w1-2", 1),
     ]
-    markers = _query(pg_url, 'SELECT job, sink, "window", rows FROM lockgate_sink_commits ORDER BY "window"')
-    assert markers == [(JOB, "pg", 0, 3), (JOB, "pg", 1, 3)]
+    assert _markers(pg_url, job) == [("pg", 0, 3), ("pg", 1, 3)]
 
 
-def test_postgres_types_and_timestamps_round_trip(pg_url, lockgate_home):
-    c = committer_for(_pg_sink(pg_url, "typed"), lockgate_home)
-    c.commit(JOB, "pg", 4, home_staged(lockgate_home, "postgres", "pg", 4))
+def test_postgres_types_and_timestamps_round_trip(pg_url, lockgate_home, job, tbl):
+    c = committer_for(_pg_sink(pg_url, tbl), lockgate_home)
+    c.commit(job, "pg", 4, home_staged(lockgate_home, "postgres", "pg", 4, job=job))
     types = dict(
         _query(
-            pg_url, "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'typed'"
+            pg_url,
+            "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = %s",
+            (tbl,),
         )
     )
     assert types == {"id": "bigint", "name": "text", "ts": "timestamp with time zone", "lg_window": "bigint"}
-    got = _query(pg_url, "SELECT ts FROM typed ORDER BY id")
+    got = _query(pg_url, f"SELECT ts FROM {tbl} ORDER BY id")
     assert [r[0] for r in got] == [T0 + timedelta(minutes=4, seconds=i) for i in range(3)]
 
 
-def test_postgres_crash_before_commit_leaves_nothing(pg_url, lockgate_home):
-    c = committer_for(_pg_sink(pg_url), lockgate_home)
-    staged = home_staged(lockgate_home, "postgres", "pg", 0)
+def test_postgres_crash_before_commit_leaves_nothing(pg_url, lockgate_home, job, tbl):
+    c = committer_for(_pg_sink(pg_url, tbl), lockgate_home)
+    staged = home_staged(lockgate_home, "postgres", "pg", 0, job=job)
 
     class Crash(Exception):
         pass
@@ -305,107 +334,105 @@ def test_postgres_crash_before_commit_leaves_nothing(pg_url, lockgate_home):
     def crash(conn):
         # the marker is inserted and the rows ingested, inside the open transaction
         cur = conn.cursor()
-        cur.execute("SELECT count(*) FROM lockgate_sink_commits")
+        cur.execute("SELECT count(*) FROM lockgate_sink_commits WHERE job = $1", (job,))
         assert cur.fetchone()[0] == 1
-        cur.execute("SELECT count(*) FROM orders_out")
+        cur.execute(f"SELECT count(*) FROM {tbl}")
         assert cur.fetchone()[0] == 3
         conn.close()  # the process "dies": connection gone, no COMMIT
         raise Crash
 
     c._before_commit = crash
     with pytest.raises(Crash):
-        c.commit(JOB, "pg", 0, staged)
-    assert _query(pg_url, "SELECT count(*) FROM lockgate_sink_commits") == [(0,)]
-    assert _query(pg_url, "SELECT count(*) FROM orders_out") == [(0,)]
-    assert not c.is_committed(JOB, "pg", 0)
+        c.commit(job, "pg", 0, staged)
+    assert _markers(pg_url, job) == []
+    assert _query(pg_url, f"SELECT count(*) FROM {tbl}") == [(0,)]
+    assert not c.is_committed(job, "pg", 0)
     assert Path(staged["uri"]).exists()
 
     c._before_commit = None
-    assert c.commit(JOB, "pg", 0, staged)["replayed"] is False
-    assert c.commit(JOB, "pg", 0, staged)["replayed"] is True
-    assert _query(pg_url, "SELECT count(*) FROM orders_out") == [(3,)]
+    assert c.commit(job, "pg", 0, staged)["replayed"] is False
+    assert c.commit(job, "pg", 0, staged)["replayed"] is True
+    assert _query(pg_url, f"SELECT count(*) FROM {tbl}") == [(3,)]
+    assert _markers(pg_url, job) == [("pg", 0, 3)]
 
 
 @pytest.mark.slow
-def test_postgres_kill_9_mid_commit_then_replay(pg_url, lockgate_home):
+def test_postgres_kill_9_mid_commit_then_replay(pg_url, lockgate_home, job, tbl):
     """A committer process killed with SIGKILL inside the transaction commits nothing."""
-    staged = home_staged(lockgate_home, "postgres", "pg", 7)
+    staged = home_staged(lockgate_home, "postgres", "pg", 7, job=job)
     script = textwrap.dedent(
         """
         import json, os, signal, sys
         from lockgate.runtime.commit import committer_for
-        sink, home, staged = json.loads(sys.argv[1])
+        sink, home, job, staged = json.loads(sys.argv[1])
         c = committer_for(sink, home)
         c._before_commit = lambda conn: os.kill(os.getpid(), signal.SIGKILL)
-        c.commit("orders", "pg", 7, staged)
+        c.commit(job, "pg", 7, staged)
         """
     )
-    args = json.dumps([_pg_sink(pg_url), lockgate_home, staged])
+    args = json.dumps([_pg_sink(pg_url, tbl), str(lockgate_home), job, staged])
     proc = subprocess.run(
         [sys.executable, "-c", script, args], capture_output=True, timeout=120, env=os.environ
     )
     assert proc.returncode == -9, proc.stderr.decode()
-    c = committer_for(_pg_sink(pg_url), lockgate_home)
-    assert not c.is_committed(JOB, "pg", 7)
-    assert _query(pg_url, "SELECT count(*) FROM orders_out") == [(0,)]
-    assert c.commit(JOB, "pg", 7, staged) == {"target": "postgres:orders_out", "rows": 3, "replayed": False}
-    assert _query(pg_url, "SELECT count(*), min(lg_window), max(lg_window) FROM orders_out") == [(3, 7, 7)]
+    c = committer_for(_pg_sink(pg_url, tbl), lockgate_home)
+    assert not c.is_committed(job, "pg", 7)
+    assert _query(pg_url, f"SELECT count(*) FROM {tbl}") == [(0,)]
+    assert c.commit(job, "pg", 7, staged) == {"target": f"postgres:{tbl}", "rows": 3, "replayed": False}
+    assert _query(pg_url, f"SELECT count(*), min(lg_window), max(lg_window) FROM {tbl}") == [(3, 7, 7)]
 
 
-def test_postgres_staged_gone(pg_url, lockgate_home):
-    c = committer_for(_pg_sink(pg_url), lockgate_home)
-    staged = home_staged(lockgate_home, "postgres", "pg", 2)
+def test_postgres_staged_gone(pg_url, lockgate_home, job, tbl):
+    c = committer_for(_pg_sink(pg_url, tbl), lockgate_home)
+    staged = home_staged(lockgate_home, "postgres", "pg", 2, job=job)
     c.discard(staged)
-    with pytest.raises(SinkCommitError, match=r"job 'orders', sink 'pg', window 2: .*gone.*re-run"):
-        c.commit(JOB, "pg", 2, staged)
-    assert not c.is_committed(JOB, "pg", 2)
+    with pytest.raises(SinkCommitError, match=rf"job '{job}', sink 'pg', window 2: .*gone.*re-run"):
+        c.commit(job, "pg", 2, staged)
+    assert not c.is_committed(job, "pg", 2)
 
 
-def test_postgres_retract_after(pg_url, lockgate_home):
-    c = committer_for(_pg_sink(pg_url), lockgate_home)
-    assert c.retract_after(JOB, "pg", 0) == []  # nothing there yet
+def test_postgres_retract_after(pg_url, lockgate_home, job, tbl):
+    c = committer_for(_pg_sink(pg_url, tbl), lockgate_home)
+    assert c.retract_after(job, "pg", 0) == []  # nothing there yet
     for w in range(4):
-        c.commit(JOB, "pg", w, home_staged(lockgate_home, "postgres", "pg", w))
-    leftover = home_staged(lockgate_home, "postgres", "pg", 9)
-    assert c.retract_after(JOB, "pg", 1) == [2, 3]
-    assert _query(pg_url, "SELECT DISTINCT lg_window FROM orders_out ORDER BY 1") == [(0,), (1,)]
-    assert _query(pg_url, 'SELECT "window" FROM lockgate_sink_commits ORDER BY 1') == [(0,), (1,)]
-    assert not c.is_committed(JOB, "pg", 2)
+        c.commit(job, "pg", w, home_staged(lockgate_home, "postgres", "pg", w, job=job))
+    leftover = home_staged(lockgate_home, "postgres", "pg", 9, job=job)
+    assert c.retract_after(job, "pg", 1) == [2, 3]
+    assert _query(pg_url, f"SELECT DISTINCT lg_window FROM {tbl} ORDER BY 1") == [(0,), (1,)]
+    assert [m[1] for m in _markers(pg_url, job)] == [0, 1]
+    assert not c.is_committed(job, "pg", 2)
     assert not Path(leftover["uri"]).exists()
-    assert (
-        c.commit(JOB, "pg", 2, home_staged(lockgate_home, "postgres", "pg", 2, attempt=2))["replayed"]
-        is False
-    )
-    assert _query(pg_url, "SELECT count(*) FROM orders_out") == [(9,)]
+    again = home_staged(lockgate_home, "postgres", "pg", 2, attempt=2, job=job)
+    assert c.commit(job, "pg", 2, again)["replayed"] is False
+    assert _query(pg_url, f"SELECT count(*) FROM {tbl}") == [(9,)]
 
 
-def test_postgres_existing_table(pg_url, lockgate_home):
+def test_postgres_existing_table(pg_url, lockgate_home, job, tbl):
+    schema = f"Mart_{tbl}"
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute('CREATE SCHEMA "Mart"')
+        conn.execute(f'CREATE SCHEMA "{schema}"')
         conn.execute(
-            'CREATE TABLE "Mart"."Out" (win BIGINT, ts TIMESTAMPTZ, note TEXT, name TEXT, id BIGINT)'
+            f'CREATE TABLE "{schema}"."Out" (win BIGINT, ts TIMESTAMPTZ, note TEXT, name TEXT, id BIGINT)'
         )
-        conn.execute("CREATE TABLE nowin (id BIGINT, name TEXT, ts TIMESTAMPTZ)")
-    c = committer_for(
-        {"kind": "postgres", "url": pg_url, "table": "Mart.Out", "window_column": "win"}, lockgate_home
-    )
-    c.commit(JOB, "pg", 5, home_staged(lockgate_home, "postgres", "pg", 5))
-    assert _query(pg_url, 'SELECT win, id, name, note FROM "Mart"."Out" ORDER BY id') == [
+        conn.execute(f"CREATE TABLE {tbl} (id BIGINT, name TEXT, ts TIMESTAMPTZ)")
+    sink = {"kind": "postgres", "url": pg_url, "table": f"{schema}.Out", "window_column": "win"}
+    c = committer_for(sink, lockgate_home)
+    c.commit(job, "pg", 5, home_staged(lockgate_home, "postgres", "pg", 5, job=job))
+    assert _query(pg_url, f'SELECT win, id, name, note FROM "{schema}"."Out" ORDER BY id') == [
         (5, 500, "w5-0", None),
         (5, 501, "w5-1", None),
         (5, 502, "w5-2", None),
     ]
-    bad = committer_for(_pg_sink(pg_url, "nowin"), lockgate_home)
+    bad = committer_for(_pg_sink(pg_url, tbl), lockgate_home)
     with pytest.raises(SinkCommitError, match="no window column 'lg_window'"):
-        bad.commit(JOB, "pg2", 0, home_staged(lockgate_home, "postgres", "pg2", 0))
-    assert not bad.is_committed(JOB, "pg2", 0)
+        bad.commit(job, "pg2", 0, home_staged(lockgate_home, "postgres", "pg2", 0, job=job))
+    assert not bad.is_committed(job, "pg2", 0)
 
 
-def test_postgres_empty_window(pg_url, lockgate_home):
-    c = committer_for(_pg_sink(pg_url), lockgate_home)
-    info = c.commit(
-        JOB, "pg", 0, home_staged(lockgate_home, "postgres", "pg", 0, table=rows_of(0).slice(0, 0))
-    )
+def test_postgres_empty_window(pg_url, lockgate_home, job, tbl):
+    c = committer_for(_pg_sink(pg_url, tbl), lockgate_home)
+    empty = home_staged(lockgate_home, "postgres", "pg", 0, table=rows_of(0).slice(0, 0), job=job)
+    info = c.commit(job, "pg", 0, empty)
     assert info["rows"] == 0 and info["replayed"] is False
-    assert c.is_committed(JOB, "pg", 0)
-    assert _query(pg_url, "SELECT count(*) FROM orders_out") == [(0,)]
+    assert c.is_committed(job, "pg", 0)
+    assert _query(pg_url, f"SELECT count(*) FROM {tbl}") == [(0,)]

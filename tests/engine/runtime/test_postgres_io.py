@@ -100,7 +100,9 @@ def test_read_slice_time_zones_of_bounds(pg_url, table):
     _events(pg_url, table)
     plus2 = timezone(timedelta(hours=2))
     # the same instants written in +02:00, and as naive UTC
-    aware = pg.read_slice(pg_url, table, "ts", T0.astimezone(plus2), (T0 + timedelta(seconds=30)).astimezone(plus2))
+    aware = pg.read_slice(
+        pg_url, table, "ts", T0.astimezone(plus2), (T0 + timedelta(seconds=30)).astimezone(plus2)
+    )
     naive = pg.read_slice(pg_url, table, "ts", T0.replace(tzinfo=None), T0.replace(tzinfo=None, second=30))
     assert aware.column("name").to_pylist() == ["start"]
     assert naive.column("name").to_pylist() == ["start"]

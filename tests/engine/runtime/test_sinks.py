@@ -44,9 +44,9 @@ def jobs_in_group(spark, fn) -> int:
     return len(sc.statusTracker().getJobIdsForGroup(group))
 
 
-def stage(df, sink, *, window, attempt=1, home, name="out"):
+def stage(df, sink, *, window, attempt=1, home, name="out", job=JOB):
     return stage_sink(
-        df, sink.to_config(), job=JOB, sink_name=name, window=window, attempt=attempt, home=home
+        df, sink.to_config(), job=job, sink_name=name, window=window, attempt=attempt, home=home
     )
 
 
@@ -176,24 +176,28 @@ def test_collect_empty_and_column_less_frames(spark, lockgate_home):
 
 
 def test_postgres_stage_then_commit(spark, pg_url, lockgate_home):
-    sink = PostgresSink(pg_url, "bids_out")
+    # the database is shared by the test session: a job and a table of this test's own
+    job, table = f"bids_{uuid.uuid4().hex[:8]}", f"bids_out_{uuid.uuid4().hex[:8]}"
+    sink = PostgresSink(pg_url, table)
     c = committer_for(sink.to_config(), lockgate_home)
     for w in (0, 1):
-        staged = stage(window_df(spark, w, n=4), sink, window=w, home=lockgate_home, name="pg")
-        assert staged["uri"] == f"{lockgate_home}/staging/{JOB}/pg/w={w:010d}-a1"
+        staged = stage(window_df(spark, w, n=4), sink, window=w, home=lockgate_home, name="pg", job=job)
+        assert staged["uri"] == f"{lockgate_home}/staging/{job}/pg/w={w:010d}-a1"
         assert staged["rows"] == 4
-        assert c.commit(JOB, "pg", w, staged) == {"target": "postgres:bids_out", "rows": 4, "replayed": False}
-        assert c.commit(JOB, "pg", w, staged)["replayed"] is True
+        assert c.commit(job, "pg", w, staged) == {"target": f"postgres:{table}", "rows": 4, "replayed": False}
+        assert c.commit(job, "pg", w, staged)["replayed"] is True
     with psycopg.connect(pg_url) as conn:
-        rows = conn.execute("SELECT id, ts, lg_window FROM bids_out ORDER BY id").fetchall()
+        rows = conn.execute(f"SELECT id, ts, lg_window FROM {table} ORDER BY id").fetchall()
         ts_type = conn.execute(
-            "SELECT data_type FROM information_schema.columns WHERE table_name = 'bids_out' AND column_name = 'ts'"
+            "SELECT data_type FROM information_schema.columns WHERE table_name = %s AND column_name = 'ts'",
+            (table,),
         ).fetchone()[0]
     assert ts_type == "timestamp with time zone"
     assert [r[0] for r in rows] == [0, 1, 2, 3, 100, 101, 102, 103]
     assert rows[0][1] == T0 and rows[4][1] == T0 + timedelta(minutes=1)
     assert [r[2] for r in rows] == [0] * 4 + [1] * 4
-    assert c.retract_after(JOB, "pg", 0) == [1]
+    assert c.retract_after(job, "pg", 0) == [1]
+    assert c.is_committed(job, "pg", 0) and not c.is_committed(job, "pg", 1)
 
 
 def test_postgres_window_column_clash_fails_at_stage(spark, pg_url, lockgate_home):

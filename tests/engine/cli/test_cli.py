@@ -1,0 +1,91 @@
+"""The `lockgate` command, run as a user runs it: a real process, real Spark, quiet output."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PIPELINE = '''
+from datetime import timedelta
+import lockgate as lg
+
+pipeline = lg.Pipeline("cli_demo", cycle_window=timedelta(seconds=10))
+bids = pipeline.source(lg.NexmarkSource("bid", events_per_second=200, seed=3,
+                                        start="2026-01-01T00:00:00", max_events=8000), name="bids")
+(bids.key_by("auction").window(lg.Tumbling(timedelta(seconds=10)))
+     .aggregate(n=lg.count(), top=lg.max("price"), name="per_auction")
+     .sink(lg.CollectSink("per_auction"), name="out"))
+'''
+
+NOISE = ("WARN", "log4j", "Setting default log level", "NativeCodeLoader", "FutureWarning")
+
+
+def lockgate(home: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "LOCKGATE_HOME": str(home)}
+    cmd = [sys.executable, "-m", "lockgate.cli.main", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{cmd} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli")
+    ref = root / "pipe.py"
+    ref.write_text(PIPELINE)
+    return root / "home", f"{ref}:pipeline"
+
+
+def test_explain_json_is_quiet(setup):
+    home, ref = setup
+    proc = lockgate(home, "--json", "explain", ref)
+    data = json.loads(proc.stdout)
+    assert data["logical"]["name"] == "cli_demo"
+    assert not any(n in proc.stderr for n in NOISE), proc.stderr
+
+
+def test_run_jobs_checkpoints_restore_and_gap(setup):
+    home, ref = setup
+    # event 0 is at 2026-01-01T00:00:00; windows of 10 s: 40 s of data = 4 windows
+    proc = lockgate(home, "--json", "run", ref, "--from", "2026-01-01T00:00:00", "--to", "2026-01-01T00:00:30")
+    res = json.loads(proc.stdout)
+    assert res["windows_run"] == 3 and res["state"] == "FINISHED" and res["rows_in"] == 5520  # 46 of every 50 events are bids
+    assert not any(n in proc.stderr for n in NOISE), proc.stderr
+    first = res["first_window"]
+
+    jobs = json.loads(lockgate(home, "--json", "jobs").stdout)
+    assert [(j["name"], j["state"], j["last_window"]) for j in jobs] == [("cli_demo", "FINISHED", first + 2)]
+
+    cps = json.loads(lockgate(home, "--json", "checkpoints", "cli_demo").stdout)
+    assert [c["window"] for c in cps] == [first, first + 1, first + 2]
+    assert sum(c["rows_in"] for c in cps) == 5520
+
+    text = lockgate(home, "checkpoints", "cli_demo").stdout
+    assert "WINDOW" in text and str(first + 2) in text
+
+    gap = lockgate(home, "run", ref, "--from-window", str(first + 5), "--to-window", str(first + 6), check=False)
+    assert gap.returncode == 2
+    assert f"windows {first + 3}..{first + 4} not complete" in gap.stderr
+    assert "Traceback" not in gap.stderr
+
+    restored = lockgate(home, "restore", "cli_demo", "--window", str(first))
+    assert f"restored to window {first}" in restored.stdout
+    cps = json.loads(lockgate(home, "--json", "checkpoints", "cli_demo").stdout)
+    assert [c["window"] for c in cps] == [first]
+
+    rerun = json.loads(lockgate(home, "--json", "run", ref, "--until-caught-up").stdout)
+    assert rerun["first_window"] == first + 1 and rerun["last_window"] == first + 3
+    assert rerun["windows_run"] == 3
+
+
+def test_bad_reference_is_a_clean_error(setup):
+    home, _ = setup
+    proc = lockgate(home, "compile", "no/such/file.py:pipeline", check=False)
+    assert proc.returncode == 2
+    assert "does not exist" in proc.stderr and "Traceback" not in proc.stderr

@@ -1,0 +1,452 @@
+"""kill -9 at any instant of a cycle round: the job restores with nothing lost or duplicated.
+
+Real processes, real Spark, real PostgreSQL. A pipeline of Nexmark bids (8 cycle windows
+of 5 s at 400 events/s) feeds a 10 s tumbling aggregate (its windows span two cycles,
+so partial state rides in the checkpoints) and a running aggregate per bidder (state
+across every cycle); each is written to a Parquet FileSink and to a PostgresSink.
+
+Each scenario runs ``lockgate --home H run PIPE --from-window A --to-window B`` in its own
+process group (``start_new_session``), so a SIGKILL of the group takes the Spark JVM too,
+then reruns until the job finishes, and compares the output with an uninterrupted run,
+row for row.
+
+- deterministic crash points: every point of :data:`lockgate.control.faults.POINTS`,
+  plus a crash in the middle of the recovery of a crash. To stay within the time budget
+  (every run starts a JVM), the scenarios are chained over one job: the run that
+  recovers from crash ``k`` goes on and dies at crash ``k+1``, a later window; the
+  fault of that run never matches the window being recovered, so the recovery is
+  exactly a rerun without the fault. After every crash the catalog and the sinks are
+  checked at that instant (the round stopped exactly at the point; each window in a
+  sink is the reference window, whole);
+- random kills: SIGKILL of the process group at seeded random instants, four times over
+  the same run, then reruns until the job finishes.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import psutil
+import psycopg
+import pyarrow.dataset as ds
+import pytest
+from lockgate.checkpoint.catalog import Catalog, CheckpointStatus, CycleState
+from lockgate.checkpoint.snapshots import SnapshotStore
+from lockgate.control import faults
+from lockgate.runtime.commit import staging_dir_name
+
+pytestmark = pytest.mark.slow
+
+JOB = "crashy"
+FIRST = 353_445_120  # 2026-01-01T00:00:00Z in 5 s cycle windows since the epoch
+LAST = FIRST + 7
+WINDOWS = list(range(FIRST, LAST + 1))
+SINKS = ("auction_files", "auction_pg", "bidder_files", "bidder_pg")  # the commit order (sorted)
+RUN_TIMEOUT_S = 300
+LOCKGATE = str(Path(sys.executable).with_name("lockgate"))
+
+PIPELINE = '''
+from datetime import timedelta
+
+import lockgate as lg
+
+OUT = {out!r}
+PG = {pg!r}
+TABLE = {table!r}
+
+pipeline = lg.Pipeline("crashy", cycle_window=timedelta(seconds=5), parallelism=2)
+bids = pipeline.source(
+    lg.NexmarkSource("bid", events_per_second=400, seed=11, start="2026-01-01T00:00:00", max_events=16_000),
+    name="bids",
+)
+auctions = (
+    bids.key_by("auction")
+    .window(lg.Tumbling(timedelta(seconds=10)))
+    .aggregate(bids=lg.count(), top=lg.max("price"), spent=lg.sum("price"), name="auction_windows")
+)
+auctions.sink(lg.FileSink(OUT + "/auction_windows"), name="auction_files")
+auctions.sink(lg.PostgresSink(PG, TABLE + "_auction"), name="auction_pg")
+bidders = bids.key_by("bidder").aggregate(bids=lg.count(), spent=lg.sum("price"), name="bidder_totals")
+bidders.sink(lg.FileSink(OUT + "/bidder_totals"), name="bidder_files")
+bidders.sink(lg.PostgresSink(PG, TABLE + "_bidder"), name="bidder_pg")
+'''
+
+
+class Scenario:
+    """One job: its home, pipeline file, output folder and PostgreSQL tables."""
+
+    def __init__(self, root: Path, name: str, pg_url: str):
+        self.root = root / name
+        self.home = self.root / "home"
+        self.out = self.root / "out"
+        self.pg_url = pg_url
+        self.table = f"crash_{name}"
+        self.root.mkdir(parents=True)
+        self.pipeline = self.root / "pipe.py"
+        self.pipeline.write_text(PIPELINE.format(out=str(self.out), pg=pg_url, table=self.table))
+        self.ref = f"{self.pipeline}:pipeline"
+        self.runs: list[dict[str, Any]] = []
+
+    # -- running -------------------------------------------------------------------
+    def start(self, fault: str | None = None) -> tuple[subprocess.Popen, Path]:
+        env = {k: v for k, v in os.environ.items() if k != "LOCKGATE_FAULT"}
+        if fault:
+            env["LOCKGATE_FAULT"] = fault
+        log = self.root / f"run{len(self.runs)}.log"
+        cmd = [LOCKGATE, "--home", str(self.home), "run", self.ref,
+               "--from-window", str(FIRST), "--to-window", str(LAST), "--no-progress"]
+        with open(log, "wb") as fh:
+            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        self.runs.append({"fault": fault, "log": log, "t0": time.monotonic()})
+        return proc, log
+
+    def wait(self, proc: subprocess.Popen, log: Path) -> int:
+        try:
+            rc = proc.wait(RUN_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            pytest.fail(f"lockgate run did not end in {RUN_TIMEOUT_S}s:\n{log.read_text()[-3000:]}")
+        self.runs[-1]["elapsed"] = time.monotonic() - self.runs[-1]["t0"]
+        self.runs[-1]["rc"] = rc
+        assert_group_gone(proc.pid)
+        return rc
+
+    def run(self, fault: str | None = None) -> int:
+        return self.wait(*self.start(fault))
+
+    def finish(self, attempts: int = 2) -> None:
+        """Rerun without any fault until the job finishes."""
+        for _ in range(attempts):
+            proc, log = self.start()
+            rc = self.wait(proc, log)
+            if rc == 0:
+                return
+            pytest.fail(f"the recovery run failed (exit {rc}):\n{log.read_text()[-3000:]}")
+
+    # -- looking ---------------------------------------------------------------------
+    def catalog(self) -> Catalog:
+        return Catalog(f"sqlite:///{self.home / 'catalog.db'}")
+
+    def generation(self) -> int | None:
+        """The job's runner generation, read without writing (None before the job exists)."""
+        db = self.home / "catalog.db"
+        if not db.exists():
+            return None
+        try:
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+                row = conn.execute("SELECT generation FROM lg_jobs WHERE name = ?", (JOB,)).fetchone()
+                return row[0] if row else None
+        except sqlite3.Error:
+            return None
+
+    def cycles_of_generation(self, generation: int) -> int:
+        db = self.home / "catalog.db"
+        try:
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+                return conn.execute(
+                    "SELECT count(*) FROM lg_cycles WHERE job = ? AND generation = ?", (JOB, generation)
+                ).fetchone()[0]
+        except sqlite3.Error:
+            return 0
+
+    def output(self) -> dict[str, Counter]:
+        return read_outputs(self.out, self.pg_url, self.table)
+
+
+def assert_group_gone(pgid: int, timeout: float = 20.0) -> None:
+    """Every process of the run's group (the Spark JVM included) has ended."""
+    deadline = time.monotonic() + timeout
+    while True:
+        alive = []
+        for p in psutil.process_iter(["pid", "status", "name"]):
+            try:
+                if os.getpgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE:
+                    alive.append(f"{p.pid} {p.info['name']}")
+            except (ProcessLookupError, psutil.Error):
+                continue
+        if not alive:
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"processes of the killed run's group {pgid} still alive: {alive}")
+        time.sleep(0.2)
+
+
+def _rows_by_window(rows: list[dict[str, Any]]) -> Counter:
+    return Counter((int(r.pop("lg_window")), tuple(sorted(r.items()))) for r in rows)
+
+
+def read_outputs(out: Path, pg_url: str, table: str) -> dict[str, Counter]:
+    """Every sink's committed rows as a multiset of ``(lg_window, row)``."""
+    result: dict[str, Counter] = {}
+    for sink, folder in (("auction_files", "auction_windows"), ("bidder_files", "bidder_totals")):
+        path = out / folder
+        if not path.exists():
+            result[sink] = Counter()
+            continue
+        data = ds.dataset(str(path), format="parquet", partitioning="hive").to_table()
+        assert "lg_window" in data.column_names
+        result[sink] = _rows_by_window(data.to_pylist())
+    with psycopg.connect(pg_url) as conn:
+        conn.execute("SET TIME ZONE 'UTC'")
+        for sink, suffix in (("auction_pg", "auction"), ("bidder_pg", "bidder")):
+            exists = conn.execute("SELECT to_regclass(%s)", (f"{table}_{suffix}",)).fetchone()[0]
+            if exists is None:
+                result[sink] = Counter()
+                continue
+            cur = conn.execute(f"SELECT * FROM {table}_{suffix}")
+            names = [d.name for d in cur.description]
+            result[sink] = _rows_by_window([dict(zip(names, r, strict=True)) for r in cur.fetchall()])
+    return result
+
+
+def windows_in(rows: Counter) -> set[int]:
+    return {w for w, _ in rows}
+
+
+def of_window(rows: Counter, window: int) -> Counter:
+    return Counter({k: n for k, n in rows.items() if k[0] == window})
+
+
+def assert_consistent(sc: Scenario, reference: dict[str, Counter], where: str) -> int | None:
+    """The invariants that hold at ANY instant, a crash included: checkpoints are complete
+    windows from the first on, each once; every window a sink holds is the reference's
+    window, whole and once; no sink holds a window beyond the one being committed.
+    Returns the last complete window."""
+    cat = sc.catalog()
+    try:
+        cps = cat.list_checkpoints(JOB)
+        every = cat.list_checkpoints(JOB, include_inactive=True)
+    finally:
+        cat.close()
+    done = [cp.window for cp in cps]
+    assert done == WINDOWS[: len(done)], f"{where}: complete checkpoints {done}"
+    assert all(cp.status == CheckpointStatus.COMPLETE for cp in every), f"{where}: {every}"
+    last = done[-1] if done else None
+    out = sc.output()
+    for sink in SINKS:
+        for w in sorted(windows_in(out[sink])):
+            assert of_window(out[sink], w) == of_window(reference[sink], w), (
+                f"{where}: sink {sink} window {w} differs from the uninterrupted run"
+            )
+            assert last is not None and w <= last + 1 or w == FIRST, f"{where}: {sink} holds window {w}"
+        for w in done:
+            assert of_window(out[sink], w) == of_window(reference[sink], w), (
+                f"{where}: sink {sink} lacks complete window {w}"
+            )
+    return last
+
+
+def assert_final(sc: Scenario, reference: dict[str, Counter]) -> None:
+    """The finished job's output is the uninterrupted run's, row for row; every window has
+    exactly one COMPLETE checkpoint; no cycle is left open; no staged file or snapshot
+    survives that no checkpoint refers to."""
+    out = sc.output()
+    for sink in SINKS:
+        assert sum(reference[sink].values()) > 0
+        assert max(out[sink].values()) == 1, f"{sink}: duplicated rows"
+        assert out[sink] == reference[sink], (
+            f"sink {sink}: {sum(out[sink].values())} rows, reference {sum(reference[sink].values())}; "
+            f"missing {sum((reference[sink] - out[sink]).values())}, extra {sum((out[sink] - reference[sink]).values())}"
+        )
+    cat = sc.catalog()
+    try:
+        every = cat.list_checkpoints(JOB, include_inactive=True)
+        cycles = cat.list_cycles(JOB, limit=1000)
+        job = cat.get_job(JOB)
+    finally:
+        cat.close()
+    assert [cp.window for cp in every] == WINDOWS
+    assert {cp.status for cp in every} == {CheckpointStatus.COMPLETE}
+    assert job.state.value == "FINISHED"
+    assert not [c for c in cycles if c.state in (CycleState.RUNNING, CycleState.STAGED)]
+    committed = Counter(c.window for c in cycles if c.state == CycleState.COMMITTED)
+    assert committed == Counter(WINDOWS), committed
+    snaps = SnapshotStore(sc.home / "snapshots").list_snapshots(JOB)
+    assert sorted(snaps) == sorted(cp.snapshot_uri for cp in every)
+    leftovers = [p for p in (sc.out / "auction_windows" / "_staging" / JOB).glob("*")]
+    leftovers += [p for p in (sc.out / "bidder_totals" / "_staging" / JOB).glob("*")]
+    leftovers += [p for p in (sc.home / "staging" / JOB).glob("*/*")]
+    assert not leftovers, f"staged output left behind: {leftovers}"
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory, pg_url: str, spark: Any) -> dict[str, Any]:
+    """The uninterrupted run, in this process (its SparkSession is the test session's)."""
+    import lockgate
+
+    sc = Scenario(tmp_path_factory.mktemp("crash"), "reference", pg_url)
+    client = lockgate.connect("embedded", home=str(sc.home))
+    t0 = time.monotonic()
+    try:
+        res = client.run(sc.ref, job=JOB, first=FIRST, last=LAST)
+    finally:
+        client.close()
+    elapsed = time.monotonic() - t0
+    assert res.state == "FINISHED" and res.windows_run == len(WINDOWS)
+    out = sc.output()
+    for sink in SINKS:
+        assert sum(out[sink].values()) > 0, sink
+        assert max(out[sink].values()) == 1, f"{sink}: the reference itself has duplicated rows"
+    # the 10 s windows close every other cycle: state must have crossed cycles
+    assert windows_in(out["auction_files"]) == set(WINDOWS[1::2])
+    assert windows_in(out["bidder_pg"]) == set(WINDOWS)
+    print(f"\nreference run: {len(WINDOWS)} windows in {elapsed:.1f}s (in process, warm JVM)")
+    return {"out": out, "window_s": elapsed / len(WINDOWS)}
+
+
+def _cycle_states(sc: Scenario, window: int) -> list[CycleState]:
+    cat = sc.catalog()
+    try:
+        return [c.state for c in sorted(cat.list_cycles(JOB, limit=1000), key=lambda c: c.id) if c.window == window]
+    finally:
+        cat.close()
+
+
+def _has_window(sc: Scenario, sink: str, window: int) -> bool:
+    return window in windows_in(sc.output()[sink])
+
+
+def _staged_attempts(sc: Scenario, window: int) -> list[Path]:
+    found = list((sc.out / "auction_windows" / "_staging" / JOB).glob(f"w={window:010d}-a*"))
+    found += list((sc.home / "staging" / JOB).glob(f"*/w={window:010d}-a*"))
+    return found
+
+
+def _check_crash_point(sc: Scenario, point: str, window: int) -> None:
+    """The round of ``window`` stopped exactly at ``point``."""
+    states = _cycle_states(sc, window)
+    cat = sc.catalog()
+    try:
+        done = [cp.window for cp in cat.list_checkpoints(JOB)]
+    finally:
+        cat.close()
+    committed = [s for s in SINKS if _has_window(sc, s, window) or window not in WINDOWS[1::2] and s.startswith("auction")]
+    if point in ("before_run", "before_stage"):
+        assert states[-1] == CycleState.RUNNING and done[-1:] != [window]
+        if point == "before_stage":  # the worker staged its files, nobody recorded them
+            assert _staged_attempts(sc, window)
+            assert [u for u in SnapshotStore(sc.home / "snapshots").list_snapshots(JOB) if f"w={window:010d}" in u]
+        assert not [s for s in SINKS if _has_window(sc, s, window)]
+    elif point == "after_stage":
+        assert states[-1] == CycleState.STAGED and window not in done
+        assert not [s for s in SINKS if _has_window(sc, s, window)]
+    elif point == "mid_commit":
+        assert states[-1] == CycleState.STAGED and window not in done
+        # the first sink (by name) committed, the others did not
+        assert _has_window(sc, "bidder_files", window) is False
+        assert not _has_window(sc, "bidder_pg", window)
+        assert committed[:1] == ["auction_files"] or window not in WINDOWS[1::2]
+    elif point == "after_commit":
+        assert states[-1] == CycleState.STAGED and window not in done
+        assert _has_window(sc, "bidder_files", window) and _has_window(sc, "bidder_pg", window)
+    elif point == "after_checkpoint":
+        assert states[-1] == CycleState.COMMITTED and done[-1] == window
+    else:  # pragma: no cover
+        raise AssertionError(point)
+
+
+# (fault, what it exercises); each later run also recovers from the crash before it
+CHAIN = [
+    (f"mid_commit:{FIRST}", "crash in the first window (no checkpoint yet), one sink committed"),
+    (f"before_run:{FIRST + 1}", "round begun, nothing run"),
+    (f"before_stage:{FIRST + 2}", "worker staged output and snapshot, nothing recorded"),
+    (f"after_stage:{FIRST + 3}", "manifest recorded, no sink committed"),
+    (f"mid_commit:{FIRST + 3}", "crash while recovery replays the staged commit"),
+    (f"after_commit:{FIRST + 4}", "every sink committed, no checkpoint row"),
+    (f"after_checkpoint:{FIRST + 5}", "checkpoint written, nothing after it"),
+]
+
+
+def test_chain_covers_every_crash_point():
+    assert {f.split(":")[0] for f, _ in CHAIN} == set(faults.POINTS)
+
+
+def test_deterministic_crash_points(tmp_path: Path, pg_url: str, reference: dict[str, Any]) -> None:
+    ref = reference["out"]
+    sc = Scenario(tmp_path, "points", pg_url)
+    timings = []
+    for fault, what in CHAIN:
+        point, _, w = fault.partition(":")
+        proc, log = sc.start(fault)
+        rc = sc.wait(proc, log)
+        assert rc == -signal.SIGKILL, f"{fault} ({what}): exit {rc}, not SIGKILL:\n{log.read_text()[-3000:]}"
+        timings.append((fault, sc.runs[-1]["elapsed"]))
+        _check_crash_point(sc, point, int(w))
+        assert_consistent(sc, ref, f"after crash {fault}")
+    t0 = time.monotonic()
+    sc.finish()
+    timings.append(("finish", time.monotonic() - t0))
+    assert_final(sc, ref)
+    # every crash was recovered from: a run that found a STAGED round replayed its commit
+    cat = sc.catalog()
+    try:
+        reasons = [t.reason for t in cat.transitions(JOB)]
+        cycles = cat.list_cycles(JOB, limit=1000)
+    finally:
+        cat.close()
+    assert sum("ended while RUNNING" in r for r in reasons) >= len(CHAIN) - 1
+    aborted = sorted(c.window for c in cycles if c.state == CycleState.ABORTED)
+    assert aborted == [FIRST + 1, FIRST + 2]
+    print("\n" + "\n".join(f"  {f:<28} {t:6.1f}s" for f, t in timings))
+
+
+def test_random_kills(tmp_path: Path, pg_url: str, reference: dict[str, Any]) -> None:
+    """SIGKILL the run's process group at random instants (seeded), four times, then
+    rerun until it finishes. Each kill is timed from the moment the run began its first
+    round, or (one in four) from the moment it took the job over, so kills land in
+    recovery, in rounds and between them."""
+    ref = reference["out"]
+    sc = Scenario(tmp_path, "random", pg_url)
+    rng = random.Random(20260101)
+    window_s = max(reference["window_s"], 1.5)
+    kills, recoveries = [], []
+    for k in range(4):
+        before = sc.generation() or 0
+        proc, log = sc.start()
+        anchor = "takeover" if k == 2 else "round"
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        t_start = time.monotonic()
+        while proc.poll() is None and time.monotonic() < deadline:
+            g = sc.generation()
+            if g is not None and g > before and (anchor == "takeover" or sc.cycles_of_generation(g) > 0):
+                break
+            time.sleep(0.05)
+        t_anchor = time.monotonic()
+        delay = rng.uniform(0.0, 0.6) if anchor == "takeover" else rng.uniform(0.2, 1.6 * window_s)
+        time.sleep(delay)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        rc = sc.wait(proc, log)
+        done = assert_consistent(sc, ref, f"after kill {k}")
+        kills.append((k, anchor, round(t_anchor - t_start, 1), round(delay, 2), rc, done))
+        if rc == 0:  # it finished before the kill: nothing more to interrupt
+            break
+        assert rc == -signal.SIGKILL, log.read_text()[-3000:]
+    assert sum(1 for k in kills if k[4] == -signal.SIGKILL) >= 3, kills
+    t0 = time.monotonic()
+    sc.finish()
+    recoveries.append(time.monotonic() - t0)
+    assert_final(sc, ref)
+    print(
+        "\n"
+        + "\n".join(
+            f"  kill {k} ({a}): {ta:5.1f}s to anchor + {d:4.2f}s, exit {rc}, last complete window {w}"
+            for k, a, ta, d, rc, w in kills
+        )
+        + f"\n  final run: {recoveries[-1]:.1f}s"
+    )
+
+
+def test_staging_dir_name_matches_the_layout_checked_here():
+    assert staging_dir_name(FIRST, 1) == f"w={FIRST:010d}-a1"
