@@ -35,7 +35,7 @@ from .api import (
     min,
     sum,
 )
-from .client.base import CheckpointInfo, Client, CompileResult, JobEvent, JobInfo, RunResult
+from .client.base import AsyncClient, CheckpointInfo, Client, CompileResult, JobEvent, JobInfo, RunResult
 from .errors import (
     CompileError,
     JobNotFoundError,
@@ -67,8 +67,24 @@ def connect(url: str = "embedded", **options: object) -> Client:
     raise LockgateError(f"unknown controller URL {url!r}: use 'embedded' or 'grpc://host:port'")
 
 
+def connect_async(url: str = "embedded", **options: object) -> AsyncClient:
+    """The asyncio client for ``url`` (what Airflow triggers use); see :func:`connect`."""
+    if url in ("embedded", "", None) or url.startswith("embedded"):
+        from .client.embedded import EmbeddedAsyncClient
+
+        return EmbeddedAsyncClient(**options)  # type: ignore[arg-type]
+    if url.startswith(("grpc://", "grpcs://")):
+        try:
+            from .server.client import AsyncGrpcClient
+        except ImportError as err:  # pragma: no cover - until the server exists
+            raise LockgateError(f"the gRPC client is not available: {err}") from err
+        return AsyncGrpcClient(url, **options)  # type: ignore[arg-type]
+    raise LockgateError(f"unknown controller URL {url!r}: use 'embedded' or 'grpc://host:port'")
+
+
 __all__ = [
     "Aggregate",
+    "AsyncClient",
     "CheckpointInfo",
     "Client",
     "CollectSink",
@@ -97,6 +113,7 @@ __all__ = [
     "avg",
     "collect",
     "connect",
+    "connect_async",
     "count",
     "load_pipeline",
     "max",

@@ -15,7 +15,7 @@ or behind gRPC is chosen by the URL given to :func:`lockgate.connect`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
@@ -147,6 +147,21 @@ class Client(ABC):
         """Run windows ``first..last`` in order (committed ones are skipped, a gap is an error)."""
 
     @abstractmethod
+    def start_run(
+        self,
+        pipeline: str,
+        *,
+        job: str | None = None,
+        first: int | None = None,
+        last: int | None = None,
+        until_caught_up: bool = False,
+        reset_state: bool = False,
+    ) -> JobInfo:
+        """Like :meth:`run`, but return as soon as the run has begun; follow it with
+        :meth:`get_job`, :meth:`list_checkpoints` or :meth:`watch` (what deferrable Airflow
+        operators do). The job is FINISHED when ``last`` is checkpointed, FAILED on error."""
+
+    @abstractmethod
     def start(self, pipeline: str, *, job: str | None = None, reset_state: bool = False) -> JobInfo:
         """Start a continuous job: windows run as they become available until stopped."""
 
@@ -185,3 +200,27 @@ class Client(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class AsyncClient(ABC):
+    """The asyncio face of a client, for code that must not block (Airflow triggers).
+
+    Mirrors the read side of :class:`Client` plus stop; obtain one with
+    :func:`lockgate.connect_async`.
+    """
+
+    @abstractmethod
+    async def get_job(self, job: str) -> JobInfo: ...
+
+    @abstractmethod
+    async def list_checkpoints(self, job: str) -> list[CheckpointInfo]: ...
+
+    @abstractmethod
+    async def stop(self, job: str, *, drain: bool = True, timeout: float | None = None) -> JobInfo: ...
+
+    @abstractmethod
+    def watch(self, job: str, *, timeout: float | None = None) -> AsyncIterator[JobEvent]:
+        """Events of ``job`` as they happen (an async iterator)."""
+
+    async def close(self) -> None:  # noqa: B027 - optional hook
+        """Release the client's resources."""

@@ -6,11 +6,12 @@ Local Spark (or the master given), the SQLite catalog and the snapshot folder un
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,16 @@ from ..plan.explain import explain
 from ..plan.logical import PipelineGraph
 from ..runtime.commit import committer_for
 from ..runtime.cycle import CycleResult, CycleRunner, RestorePoint
-from .base import CheckpointInfo, Client, CompileResult, EventHandler, JobEvent, JobInfo, RunResult
+from .base import (
+    AsyncClient,
+    CheckpointInfo,
+    Client,
+    CompileResult,
+    EventHandler,
+    JobEvent,
+    JobInfo,
+    RunResult,
+)
 
 
 def default_home() -> str:
@@ -231,6 +241,51 @@ class EmbeddedClient(Client):
             opts = {k: v for k, v in rec.options.items() if k != "reset_state_at"}
             self.catalog.ensure_job(job, rec.pipeline_ref, opts)
 
+    def start_run(
+        self,
+        pipeline: str,
+        *,
+        job: str | None = None,
+        first: int | None = None,
+        last: int | None = None,
+        until_caught_up: bool = False,
+        reset_state: bool = False,
+    ) -> JobInfo:
+        plan = self._compiled(pipeline)
+        name = job or plan.name
+        if name in self._continuous and self._continuous[name][0].is_alive():
+            raise JobStateError(f"job '{name}' is already running in this process")
+        errors: list[BaseException] = []
+        started = threading.Event()
+
+        def target() -> None:
+            try:
+                self.run(pipeline, job=name, first=first, last=last, until_caught_up=until_caught_up,
+                         reset_state=reset_state, on_event=lambda e: started.set())
+            except BaseException as err:  # recorded in the catalog as FAILED
+                errors.append(err)
+            finally:
+                started.set()
+
+        t = threading.Thread(target=target, name=f"lockgate-run-{name}", daemon=True)
+        self._continuous[name] = (t, threading.Event(), errors)
+        t.start()
+        started.wait()
+        if errors and not isinstance(errors[0], LockgateError):
+            raise errors[0]
+        if errors:
+            raise errors[0]
+        return self._job_info(self.catalog.get_job(name))
+
+    def wait(self, job: str, timeout: float | None = None) -> JobInfo:
+        """Wait for a run begun with :meth:`start_run` in this process to end."""
+        entry = self._continuous.get(job)
+        if entry is not None:
+            entry[0].join(timeout)
+            if not entry[0].is_alive():
+                del self._continuous[job]
+        return self._job_info(self.catalog.get_job(job))
+
     # -- continuous ------------------------------------------------------------------
     def start(self, pipeline: str, *, job: str | None = None, reset_state: bool = False) -> JobInfo:
         plan = self._compiled(pipeline)
@@ -396,3 +451,31 @@ def _skip_running(to: Any) -> Any:
         to(state, reason)
 
     return wrapped
+
+
+class EmbeddedAsyncClient(AsyncClient):
+    """The asyncio face of an :class:`EmbeddedClient` (its calls run in a thread)."""
+
+    def __init__(self, client: EmbeddedClient | None = None, **options: Any):
+        self.client = client or EmbeddedClient(**options)
+
+    async def get_job(self, job: str) -> JobInfo:
+        return await asyncio.to_thread(self.client.get_job, job)
+
+    async def list_checkpoints(self, job: str) -> list[CheckpointInfo]:
+        return await asyncio.to_thread(self.client.list_checkpoints, job)
+
+    async def stop(self, job: str, *, drain: bool = True, timeout: float | None = None) -> JobInfo:
+        return await asyncio.to_thread(self.client.stop, job, drain=drain, timeout=timeout)
+
+    async def watch(self, job: str, *, timeout: float | None = None) -> AsyncIterator[JobEvent]:
+        events = self.client.watch(job, timeout=timeout)
+        done = object()
+        while True:
+            e = await asyncio.to_thread(next, events, done)
+            if e is done:
+                return
+            yield e  # type: ignore[misc]
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.client.close)
