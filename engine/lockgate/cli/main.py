@@ -69,6 +69,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("job")
     s.add_argument("--window", type=int, required=True)
     s.add_argument("--reset-state", action="store_true", help="also drop keyed state (restart without state)")
+    from ..server.cli import add_server_parser
+
+    add_server_parser(sub)
     return p
 
 
@@ -131,6 +134,10 @@ def main(argv: list[str] | None = None) -> int:
 
     logs.configure({0: "WARNING", 1: "INFO"}.get(args.verbose, "DEBUG"))
     try:
+        if args.command == "server":
+            from ..server.cli import run_server
+
+            return run_server(args)
         client = _client(args)
         try:
             return _dispatch(args, client)

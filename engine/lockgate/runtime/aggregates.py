@@ -11,8 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import BinaryType, ByteType, IntegerType, LongType, ShortType, StringType, StructType
+
+#: input types a HyperLogLog sketch takes as they are; others are cast first
+_HLL_NATIVE = (IntegerType, LongType, StringType, BinaryType)
 
 
 def _parts(name: str, kind: str) -> list[str]:
@@ -26,8 +30,22 @@ def partial_columns(aggs: dict[str, dict[str, Any]]) -> list[str]:
     return [p for name, a in aggs.items() for p in _parts(name, a["kind"])]
 
 
-def partial_exprs(aggs: dict[str, dict[str, Any]]) -> list[Column]:
-    """Aggregate expressions over raw records, producing partials."""
+def _sketchable(c: Column, column: str, schema: StructType | None) -> Column:
+    """``c`` in a type ``hll_sketch_agg`` takes: INT, BIGINT, STRING or BINARY as they are,
+    small integers widened, anything else (double, decimal, timestamp, date, ...) as its
+    string form, which is one-to-one for those types."""
+    if schema is None or column not in schema.fieldNames():
+        return c
+    t = schema[column].dataType
+    if isinstance(t, _HLL_NATIVE):
+        return c
+    if isinstance(t, ByteType | ShortType):
+        return c.cast("bigint")
+    return c.cast("string")
+
+
+def partial_exprs(aggs: dict[str, dict[str, Any]], schema: StructType | None = None) -> list[Column]:
+    """Aggregate expressions over raw records (of ``schema``, when given), producing partials."""
     out: list[Column] = []
     for name, a in aggs.items():
         kind, col = a["kind"], a["column"]
@@ -44,7 +62,7 @@ def partial_exprs(aggs: dict[str, dict[str, Any]]) -> list[Column]:
             out.append(F.sum(c.cast("double")).alias(f"__{name}_sum"))
             out.append(F.count(c).alias(f"__{name}_n"))
         elif kind == "approx_distinct":
-            out.append(F.hll_sketch_agg(c).alias(f"__{name}"))
+            out.append(F.hll_sketch_agg(_sketchable(c, col, schema)).alias(f"__{name}"))
         elif kind == "collect":
             out.append(F.collect_list(c).alias(f"__{name}"))
         else:  # pragma: no cover - guarded by the API
@@ -70,6 +88,19 @@ def merge_exprs(aggs: dict[str, dict[str, Any]]) -> list[Column]:
             elif kind == "collect":
                 out.append(F.flatten(F.collect_list(c)).alias(p))
     return out
+
+
+def conform(df: DataFrame, like: StructType) -> DataFrame:
+    """``df`` with the columns and types of ``like``: merged partials keep the layout of the
+    partials they merged (``sum`` over a DECIMAL(p, s) widens the precision by 10 at every
+    merge, which would change the state's schema from one snapshot to the next)."""
+    have = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+    return df.select(
+        *[
+            F.col(f.name) if have[f.name] == f.dataType.simpleString() else F.col(f.name).cast(f.dataType).alias(f.name)
+            for f in like.fields
+        ]
+    )
 
 
 def final_exprs(aggs: dict[str, dict[str, Any]]) -> list[Column]:

@@ -12,6 +12,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
@@ -104,6 +106,18 @@ class CycleRunner:
                 state[table] = self.spark.read.schema(schema).parquet(uri)
         return state
 
+    @staticmethod
+    def _count_on_driver(
+        table: pa.Table | None, cfg: dict[str, Any], watermark_us: int, by_arrival: bool
+    ) -> tuple[int, int]:
+        """(rows, late rows) of a slice produced on the driver, without a Spark job."""
+        if table is None or table.num_rows == 0:
+            return 0, 0
+        if not by_arrival:
+            return table.num_rows, 0
+        ts = pc.cast(table[cfg["event_time"]], pa.int64())
+        return table.num_rows, int(pc.sum(pc.less(ts, watermark_us)).as_py() or 0)
+
     def run(self, window: int, attempt: int, restore: RestorePoint | None) -> CycleResult:
         """Process cycle window ``window``; returns the staged output and the new snapshot."""
         g = self.plan.graph
@@ -123,28 +137,34 @@ class CycleRunner:
         )
         frames: dict[str, DataFrame] = {}
         observations: dict[str, Observation] = {}
+        counts: dict[str, tuple[int, int]] = {}
         positions: dict[str, dict[str, Any]] = {}
         late_frames: dict[str, DataFrame] = {}
         late_cfg = g.watermark["late"]
         try:
             for v in g.sources():
                 cfg = v.config["source"]
-                df, positions[v.id] = read_slice(self.spark, cfg, self._schemas[v.id], start, end)
-                obs = Observation(f"lg_{v.id}_{uuid.uuid4().hex[:8]}")
-                if slices_by_arrival(cfg):
-                    late = F.col(cfg["event_time"]) < F.timestamp_micros(F.lit(ctx.prev_watermark_us))
-                    df = df.withColumn("__late", late).observe(
-                        obs,
-                        F.count(F.lit(1)).alias("rows"),
-                        F.coalesce(F.sum(F.col("__late").cast("long")), F.lit(0)).alias("late"),
-                    )
-                    df = ctx.cache(df) if not isinstance(late_cfg, str) else df
-                    if not isinstance(late_cfg, str):
-                        late_frames[v.id] = df.filter(F.col("__late")).drop("__late")
-                    df = df.filter(~F.col("__late")).drop("__late")
+                piece = read_slice(self.spark, cfg, self._schemas[v.id], start, end)
+                positions[v.id] = piece.position
+                df = piece.df
+                by_arrival = slices_by_arrival(cfg)
+                late = F.col(cfg["event_time"]) < F.timestamp_micros(F.lit(ctx.prev_watermark_us))
+                if piece.table is not None or piece.empty:
+                    counts[v.id] = self._count_on_driver(piece.table, cfg, ctx.prev_watermark_us, by_arrival)
                 else:
-                    df = df.observe(obs, F.count(F.lit(1)).alias("rows"), F.lit(0).cast("long").alias("late"))
-                observations[v.id] = obs
+                    obs = Observation(f"lg_{v.id}_{uuid.uuid4().hex[:8]}")
+                    metrics = [F.count(F.lit(1)).alias("rows")]
+                    if by_arrival:
+                        metrics.append(F.coalesce(F.sum(late.cast("long")), F.lit(0)).alias("late"))
+                    df = df.observe(obs, *metrics)
+                    observations[v.id] = obs
+                if by_arrival:
+                    if not isinstance(late_cfg, str):
+                        df = ctx.cache(df.withColumn("__late", late))
+                        late_frames[v.id] = df.filter(F.col("__late")).drop("__late")
+                        df = df.filter(~F.col("__late")).drop("__late")
+                    else:
+                        df = df.filter(~late)
                 frames[v.id] = ctx.cache(df) if v.id in self._fanout else df
             timings["read"] = time.perf_counter() - t0
 
@@ -182,11 +202,11 @@ class CycleRunner:
             timings["stage"] = time.perf_counter() - t3
 
             manifest = self.snapshots.manifest(snapshot_uri) if snapshot_uri else {}
-            rows_in = late_rows = 0
-            for obs in observations.values():
+            for vid, obs in observations.items():
                 m = obs.get
-                rows_in += int(m.get("rows") or 0)
-                late_rows += int(m.get("late") or 0)
+                counts[vid] = (int(m.get("rows") or 0), int(m.get("late") or 0))
+            rows_in = sum(c[0] for c in counts.values())
+            late_rows = sum(c[1] for c in counts.values())
         finally:
             ctx.release()
         rows_out = sum(int(s.get("rows", 0)) for n, s in staged.items() if not n.startswith("late."))

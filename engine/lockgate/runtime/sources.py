@@ -8,6 +8,7 @@ PostgreSQL produce Arrow tables on the driver, handed to Spark without a row-wis
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -147,23 +148,35 @@ def source_schema(cfg: dict[str, Any]) -> StructType:
     raise CompileError(f"unknown source kind {kind!r}")
 
 
+@dataclass
+class SourceSlice:
+    """One cycle window's records of a source. ``table`` is set when the records were
+    produced on the driver (generator, database), so they can be counted without Spark;
+    ``empty`` when nothing can be in the slice."""
+
+    df: DataFrame
+    position: dict[str, Any]
+    table: pa.Table | None = None
+    empty: bool = False
+
+
 def read_slice(
     spark: SparkSession, cfg: dict[str, Any], schema: StructType, start_us: int, end_us: int
-) -> tuple[DataFrame, dict[str, Any]]:
+) -> SourceSlice:
     """The records of ``[start_us, end_us)`` and the source position after them."""
     kind = cfg["kind"]
     if kind == "nexmark":
         conf = nexmark_config(cfg)
         first, last = conf.events_between(micros_to_dt(start_us), micros_to_dt(end_us))
         table = generate(conf, cfg["stream"], first, last)
-        return _from_arrow(spark, table, schema), {"next_event": last}
+        return SourceSlice(_from_arrow(spark, table, schema), {"next_event": last}, table)
     if kind == "postgres":
         from .postgres import read_slice as pg_read
 
         table = pg_read(
             cfg["url"], cfg["table"], slice_column(cfg), micros_to_dt(start_us), micros_to_dt(end_us), cfg.get("columns")
         )
-        return _from_arrow(spark, table, schema), {"until_us": end_us}
+        return SourceSlice(_from_arrow(spark, table, schema), {"until_us": end_us}, table)
     if kind == "file":
         col = slice_column(cfg)
         fs, _ = _fs(cfg["path"])
@@ -173,13 +186,13 @@ def read_slice(
             if rng is None or (rng[1] >= start_us and rng[0] < end_us):
                 chosen.append(info.path if "://" not in cfg["path"] else f"{cfg['path'].split('://')[0]}://{info.path}")
         if not chosen:
-            return spark.createDataFrame([], schema), {"until_us": end_us, "files": 0}
+            return SourceSlice(spark.createDataFrame([], schema), {"until_us": end_us, "files": 0}, empty=True)
         reader = spark.read.format(cfg["format"]).schema(schema).options(**cfg.get("options", {}))
         if cfg["format"] == "csv":
             reader = reader.option("header", cfg.get("options", {}).get("header", "true"))
         df = reader.load(chosen)
         lo, hi = F.timestamp_micros(F.lit(start_us)), F.timestamp_micros(F.lit(end_us))
-        return df.filter((F.col(col) >= lo) & (F.col(col) < hi)), {"until_us": end_us, "files": len(chosen)}
+        return SourceSlice(df.filter((F.col(col) >= lo) & (F.col(col) < hi)), {"until_us": end_us, "files": len(chosen)})
     raise CompileError(f"unknown source kind {kind!r}")
 
 

@@ -34,10 +34,13 @@ def window_aggregate(
     if spec["type"] == "session":
         return _session_aggregate(ctx, op, cfg, df, ts)
     aggs = cfg["aggs"]
-    new = assign(df, spec, ts).groupBy(*keys, WS, WE).agg(*agg.partial_exprs(aggs))
-    merged = _union_state(ctx.state(op), new)
-    if ctx.state(op) is not None:
-        merged = merged.groupBy(*keys, WS, WE).agg(*agg.merge_exprs(aggs))
+    new = assign(df, spec, ts).groupBy(*keys, WS, WE).agg(*agg.partial_exprs(aggs, df.schema))
+    state = ctx.state(op)
+    merged = new
+    if state is not None:
+        merged = agg.conform(
+            state.unionByName(new).groupBy(*keys, WS, WE).agg(*agg.merge_exprs(aggs)), new.schema
+        )
     merged = ctx.cache(merged)
     wm = F.lit(ctx.watermark_us)
     ctx.set_state(op, merged.filter(F.col(WE) > wm))
@@ -58,7 +61,7 @@ def _session_aggregate(ctx: CycleContext, op: str, cfg: dict[str, Any], df: Data
     points = (
         df.withColumn(WS, ts)
         .groupBy(*keys, WS)
-        .agg(*agg.partial_exprs(aggs))
+        .agg(*agg.partial_exprs(aggs, df.schema))
         .withColumn(WE, F.col(WS) + F.lit(gap))
         .select(*keys, WS, WE, *agg.partial_columns(aggs))
     )
@@ -74,6 +77,7 @@ def _session_aggregate(ctx: CycleContext, op: str, cfg: dict[str, Any], df: Data
         .agg(F.min(WS).alias(WS), F.max(WE).alias(WE), *agg.merge_exprs(aggs))
         .drop("__sid")
     )
+    merged = agg.conform(merged, points.schema)
     merged = ctx.cache(merged)
     wm = F.lit(ctx.watermark_us)
     ctx.set_state(op, merged.filter(F.col(WE) > wm))
@@ -89,16 +93,17 @@ def running_aggregate(ctx: CycleContext, op: str, cfg: dict[str, Any], df: DataF
     """Totals per key over every window so far; emits the keys touched in this cycle."""
     keys: list[str] = cfg["keys"]
     aggs = cfg["aggs"]
-    new = df.groupBy(*keys).agg(*agg.partial_exprs(aggs), F.lit(1).alias("__touched"))
+    new = df.groupBy(*keys).agg(*agg.partial_exprs(aggs, df.schema), F.lit(1).alias("__touched"))
     state = ctx.state(op)
     if state is None:
         merged = new
     else:
-        merged = (
+        merged = agg.conform(
             state.withColumn("__touched", F.lit(0))
             .unionByName(new)
             .groupBy(*keys)
-            .agg(*agg.merge_exprs(aggs), F.max("__touched").alias("__touched"))
+            .agg(*agg.merge_exprs(aggs), F.max("__touched").alias("__touched")),
+            new.schema,
         )
     merged = ctx.cache(merged)
     ctx.set_state(op, merged.drop("__touched"))

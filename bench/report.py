@@ -1,0 +1,452 @@
+"""From ``results.json`` to ``results.md`` (the tables) and ``chart.png``; every figure is a
+median over the measured repetitions of one run of the suite, and every ratio compares
+runs of that same suite run."""
+
+from __future__ import annotations
+
+import json
+import pstats
+import re
+import statistics
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from .config import SHORT, STREAMING, TARGETS
+from .workloads import WORKLOADS
+
+LG_PHASES = ("read", "plan", "snapshot", "stage", "commit", "checkpoint", "other")
+SSS_PHASES = ("latestOffset", "getBatch", "queryPlanning", "walCommit", "addBatch", "commitOffsets", "other")
+
+
+def _median(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def slope(points: list[tuple[float, float]]) -> float | None:
+    """Least-squares slope of y over x (None with fewer than two distinct x)."""
+    xs = {x for x, _ in points}
+    if len(xs) < 2:
+        return None
+    n = len(points)
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    return sum((x - mx) * (y - my) for x, y in points) / sxx
+
+
+def _phase_ms(run: dict[str, Any]) -> dict[str, float]:
+    """Per-run phase totals in ms, with 'other' = time not in any reported phase."""
+    ph = dict(run.get("phases_ms") or {})
+    total = run["process_s"] * 1000
+    if run["contender"] == "lockgate":
+        return {k: ph.get(k, 0.0) for k in LG_PHASES}
+    if run["contender"] in ("sss", "sss_rocksdb"):
+        out = {k: ph.get(k, 0.0) for k in SSS_PHASES if k != "other"}
+        out["other"] = total - ph.get("triggerExecution", 0.0)
+        out["stateCommit"] = run.get("state_commit_ms", 0.0)
+        return out
+    return {}
+
+
+def checkpoint_ms(run: dict[str, Any]) -> float:
+    """Time a run spent persisting checkpoints, from its own phase figures.
+
+    Lockgate: the state snapshot write (which also computes the state the sink reuses,
+    so this is an upper bound) and the checkpoint row. Structured Streaming: the offset
+    log (walCommit), the commit log (commitOffsets) and the state stores' commits."""
+    ph = run.get("phases_ms") or {}
+    if run["contender"] == "lockgate":
+        return ph.get("snapshot", 0.0) + ph.get("checkpoint", 0.0)
+    if run["contender"] in ("sss", "sss_rocksdb"):
+        return ph.get("walCommit", 0.0) + ph.get("commitOffsets", 0.0) + run.get("state_commit_ms", 0.0)
+    return 0.0
+
+
+def summarize(doc: dict[str, Any]) -> dict[str, Any]:
+    runs = [r for r in doc["runs"] if not r.get("warmup")]
+    cuts = doc["cuts"]
+    finest = max(cuts)
+    by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in runs:
+        by[(r["workload"], r["contender"])].append(r)
+    table: dict[str, dict[str, Any]] = {}
+    for (wl, c), rs in sorted(by.items()):
+        fin = [r for r in rs if c == "batch" or r["cut"] == finest]
+        thr = [r["throughput"] for r in fin]
+        s: dict[str, Any] = {
+            "runs": len(fin),
+            "throughput": _median(thr),
+            "throughput_min": min(thr) if thr else None,
+            "throughput_max": max(thr) if thr else None,
+            "process_s": _median([r["process_s"] for r in fin]),
+            "startup_s": _median([r["startup_s"] for r in fin]),
+            "setup_s": _median([r["setup_s"] for r in fin]),
+            "peak_rss_mb": _median([r["peak_rss_mb"] for r in fin]),
+            "cycles": _median([r["cycles"] for r in fin]),
+            "spark_jobs_per_cycle": _median([r["spark_jobs"] / r["cycles"] for r in fin]),
+            "py4j_calls_per_cycle": _median([r["py4j_calls"] / r["cycles"] for r in fin]),
+            "py4j_ms_per_cycle": _median([r["py4j_s"] * 1000 / r["cycles"] for r in fin]),
+            "events": fin[0]["events"] if fin else None,
+        }
+        if c != "batch":
+            s["checkpoint_share"] = _median([checkpoint_ms(r) / (r["process_s"] * 1000) for r in fin])
+            s["checkpoint_row_share"] = _median(
+                [(r.get("phases_ms") or {}).get("checkpoint", 0.0) / (r["process_s"] * 1000) for r in fin]
+            ) if c == "lockgate" else None
+            s["bytes_per_checkpoint"] = _median([r["checkpoint_bytes"] / max(1, r["cut"]) for r in fin])
+            s["ms_per_cycle"] = _median([r["process_s"] * 1000 / r["cut"] for r in fin])
+            s["per_cycle_ms"] = (lambda b: None if b is None else b * 1000)(slope([(r["cut"], r["process_s"]) for r in rs]))
+            phase_names = sorted({k for r in rs for k in _phase_ms(r)})
+            s["phase_slopes_ms"] = {k: slope([(r["cut"], _phase_ms(r).get(k, 0.0)) for r in rs]) for k in phase_names}
+            s["process_by_cut"] = {str(cut): _median([r["process_s"] for r in rs if r["cut"] == cut]) for cut in cuts}
+        table.setdefault(wl, {})[c] = s
+    ratios: dict[str, dict[str, float | None]] = {}
+    for wl, cs in table.items():
+        lg = cs.get("lockgate", {}).get("throughput")
+        ratios[wl] = {
+            f"lockgate/{c}": (lg / cs[c]["throughput"]) if lg and c in cs and cs[c]["throughput"] else None
+            for c in ("sss", "sss_rocksdb", "batch")
+        }
+        if "lockgate" in cs and "batch" in cs:
+            ratios[wl]["batch_factor"] = cs["lockgate"]["process_s"] / cs["batch"]["process_s"]
+    restores: dict[str, dict[str, Any]] = {}
+    by_r: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in doc.get("restores", []):
+        by_r[(r["workload"], r["contender"])].append(r)
+    for (wl, c), rs in sorted(by_r.items()):
+        restores.setdefault(wl, {})[c] = {
+            "runs": len(rs),
+            "normal_first_commit_s": _median([r["normal_first_commit_s"] for r in rs]),
+            "restart_first_commit_s": _median([r["restart_first_commit_s"] for r in rs]),
+            "restore_latency_s": _median([r["restore_latency_s"] for r in rs]),
+            "restore_latency_min": min(r["restore_latency_s"] for r in rs),
+            "restore_latency_max": max(r["restore_latency_s"] for r in rs),
+            "windows_replayed": max(r["windows_replayed"] for r in rs),
+            "kill_after_window": rs[0]["kill_after_window"],
+            "windows": rs[0]["windows"],
+        }
+    return {"table": table, "ratios": ratios, "restores": restores, "targets": targets(doc, table, ratios)}
+
+
+def targets(doc: dict[str, Any], table: dict[str, Any], ratios: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for wl in table:
+        for c in ("sss", "sss_rocksdb"):
+            r = ratios[wl].get(f"lockgate/{c}")
+            if r is not None:
+                out.append({"target": f"{wl}: Lockgate / {SHORT[c]} throughput >= {TARGETS['ratio_vs_sss']}",
+                            "value": f"{r:.2f}", "met": r >= TARGETS["ratio_vs_sss"]})
+    bf = ratios.get("w1", {}).get("batch_factor")
+    if bf is not None:
+        note = "" if doc["size"]["name"] == "full" else f" (measured on {doc['size']['name']}, target is for full)"
+        out.append({"target": f"w1: Lockgate within {TARGETS['batch_factor_w1']}x of batch{note}",
+                    "value": f"{bf:.2f}x", "met": bf <= TARGETS["batch_factor_w1"]})
+    for wl, cs in table.items():
+        lg = cs.get("lockgate")
+        if not lg:
+            continue
+        pc = lg.get("per_cycle_ms")
+        if pc is not None:
+            out.append({"target": f"{wl}: Lockgate per-cycle overhead < {TARGETS['per_cycle_ms']:.0f} ms",
+                        "value": f"{pc:.0f} ms", "met": pc < TARGETS["per_cycle_ms"]})
+        share = lg.get("checkpoint_share")
+        if share is not None:
+            out.append({"target": f"{wl}: Lockgate checkpoint overhead < {TARGETS['checkpoint_share']:.0%}",
+                        "value": f"{share:.1%} (row alone {lg.get('checkpoint_row_share') or 0:.1%})",
+                        "met": share < TARGETS["checkpoint_share"]})
+    return out
+
+
+# -- Markdown ------------------------------------------------------------------------------
+def _f(x: float | None, fmt: str = "{:,.0f}") -> str:
+    return "–" if x is None else fmt.format(x)
+
+
+def markdown(doc: dict[str, Any], summ: dict[str, Any]) -> str:
+    m, size = doc["machine"], doc["size"]
+    table, ratios = summ["table"], summ["ratios"]
+    finest = max(doc["cuts"])
+    contenders = [c for c in ("lockgate", "sss", "sss_rocksdb", "batch") if any(c in t for t in table.values())]
+    lines = [
+        "# Lockgate benchmark results",
+        "",
+        f"- Date: {doc['started'][:10]} (run {doc['started']} – {doc['finished']} UTC)",
+        f"- Machine: {m['cpus']} cores, {m['memory_gib']} GiB RAM, {m['platform']}, Python {m['python']}; "
+        f"load average at start {m['load_avg']}, at end {m.get('load_avg_end')}",
+        f"- Data: size `{size['name']}`, {size['events']:,} Nexmark events (seed 42) in {size['windows']} "
+        f"Parquet files of 10 s per stream ({size['events_per_second']:,} events/s of event time)",
+        f"- Spark: local[2], driver memory {doc['spark']['spark.driver.memory']}, "
+        f"{doc['spark']['spark.sql.shuffle.partitions']} shuffle partitions, for every contender",
+        f"- {doc['reps']} measured repetitions after {doc['warmup']} warm-up round(s), interleaved; medians, "
+        "spread as min–max; every run's output equalled the batch job's before its time was kept",
+        "",
+    ]
+    if max(m["load_avg"] + (m.get("load_avg_end") or [])) > m["cpus"]:
+        lines += [
+            f"> **Noisy machine:** the load average ({m['load_avg']} at start) exceeded the {m['cpus']} cores: "
+            "other processes competed for the CPU during this run, so absolute figures are pessimistic and "
+            "the spread is wide; ratios between interleaved contenders are the more robust reading.",
+            "",
+        ]
+    lines += [
+        f"## Throughput, one 10 s window per cycle ({finest} cycles)",
+        "",
+        "Input events per second from the first read to the last commit (session start-up apart).",
+        "",
+        "| workload | " + " | ".join(SHORT[c] for c in contenders) + " | LG/SSS | LG/SSS+RocksDB | LG/batch |",
+        "|---|" + "---:|" * (len(contenders) + 3),
+    ]
+    for wl in table:
+        cells = []
+        for c in contenders:
+            s = table[wl].get(c)
+            cells.append("–" if not s else f"{_f(s['throughput'])} ({_f(s['throughput_min'])}–{_f(s['throughput_max'])})")
+        r = ratios[wl]
+        lines.append(f"| {WORKLOADS[wl].title} | " + " | ".join(cells) + " | "
+                     + " | ".join(_f(r.get(k), "{:.2f}") for k in ("lockgate/sss", "lockgate/sss_rocksdb", "lockgate/batch"))
+                     + " |")
+    lines += ["", "Seconds from first read to last commit, and session start-up (JVM + SparkSession):", "",
+              "| workload | " + " | ".join(SHORT[c] for c in contenders) + " | start-up (median of all) |",
+              "|---|" + "---:|" * (len(contenders) + 1)]
+    for wl in table:
+        ss = [table[wl].get(c) for c in contenders]
+        su = _median([s["startup_s"] for s in ss if s])
+        lines.append(f"| {WORKLOADS[wl].title} | " + " | ".join("–" if not s else f"{s['process_s']:.1f}" for s in ss)
+                     + f" | {_f(su, '{:.1f}')} s |")
+    cuts = sorted(doc["cuts"])
+    if len(cuts) > 1:
+        lines += [
+            "",
+            f"## Fixed cost per cycle (the same events cut into {', '.join(map(str, cuts))} cycles)",
+            "",
+            "The slope of run time over the number of cycles, in ms per cycle, and the phases it is made of "
+            "(slope of each phase's total). Lockgate's phases come from its catalog (read, plan = building "
+            "the DataFrames, snapshot = state write, stage = sink write, commit = sink rename, checkpoint = "
+            "catalog row, other = controller bookkeeping outside the phases); Structured Streaming's from "
+            "its own progress (durationMs).",
+            "",
+            "| workload | contender | ms/cycle (slope) | run time by cut (s) | phase slopes, ms/cycle |",
+            "|---|---|---:|---|---|",
+        ]
+        for wl in table:
+            for c in STREAMING:
+                s = table[wl].get(c)
+                if not s:
+                    continue
+                by_cut = ", ".join(f"{k}: {_f(v, '{:.1f}')}" for k, v in sorted(s["process_by_cut"].items(), key=lambda kv: int(kv[0])))
+                phases = ", ".join(f"{k} {v:.0f}" for k, v in s["phase_slopes_ms"].items() if v is not None and abs(v) >= 0.5)
+                lines.append(f"| {WORKLOADS[wl].title} | {SHORT[c]} | {_f(s['per_cycle_ms'])} | {by_cut} | {phases} |")
+    lines += [
+        "",
+        f"## Checkpoints and driver cost ({finest} cycles)",
+        "",
+        "Checkpoint share: Lockgate's snapshot + checkpoint-row phases over run time (the snapshot phase also "
+        "computes the state the sink then reuses, so it is an upper bound; the engine has no switch to run "
+        "without checkpoints, so this is measured from the phase timings; the row alone in brackets). "
+        "Structured Streaming: walCommit + commitOffsets + state store commits over run time (a file sink "
+        "cannot run without a checkpoint either). Bytes: everything written under the checkpoint folder "
+        "(Lockgate: snapshots + catalog) per cycle.",
+        "",
+        "| workload | contender | checkpoint share | bytes/checkpoint | Spark jobs/cycle | Py4J calls/cycle | "
+        "Py4J ms/cycle | peak memory (MB) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for wl in table:
+        for c in contenders:
+            s = table[wl].get(c)
+            if not s:
+                continue
+            share = s.get("checkpoint_share")
+            row = s.get("checkpoint_row_share")
+            share_txt = "–" if share is None else f"{share:.1%}" + (f" ({row:.1%})" if row is not None else "")
+            lines.append(
+                f"| {WORKLOADS[wl].title} | {SHORT[c]} | {share_txt} | {_f(s.get('bytes_per_checkpoint'))} | "
+                f"{_f(s['spark_jobs_per_cycle'], '{:.1f}')} | {_f(s['py4j_calls_per_cycle'])} | "
+                f"{_f(s['py4j_ms_per_cycle'])} | {_f(s['peak_rss_mb'])} |"
+            )
+    if summ["restores"]:
+        lines += [
+            "",
+            "## Restore after kill -9 of the whole run (Python and JVM)",
+            "",
+            "Time from process launch to the first committed window: fresh, and after a kill -9 right after "
+            "a window's checkpoint (Lockgate: `LOCKGATE_FAULT=after_checkpoint:K`; Structured Streaming: when "
+            "`commits/K` appears). Restore latency = restart – fresh; windows replayed = windows that had "
+            "started before the kill and ran again.",
+            "",
+            "| workload | contender | fresh → first commit (s) | restart → first new commit (s) | "
+            "restore latency (s) | windows replayed |",
+            "|---|---|---:|---:|---:|---:|",
+        ]
+        for wl, cs in summ["restores"].items():
+            for c, s in cs.items():
+                lines.append(
+                    f"| {WORKLOADS[wl].title} | {SHORT[c]} | {s['normal_first_commit_s']:.1f} | "
+                    f"{s['restart_first_commit_s']:.1f} | {s['restore_latency_s']:+.1f} "
+                    f"({s['restore_latency_min']:+.1f}…{s['restore_latency_max']:+.1f}) | {s['windows_replayed']} |"
+                )
+        first = next(iter(summ["restores"].values()))
+        k = next(iter(first.values()))
+        lines += ["", f"Killed after window {k['kill_after_window']} of {k['windows']}; every restored output "
+                  "equalled the uninterrupted run's."]
+    if summ["targets"]:
+        lines += ["", "## Targets", "", "| target | measured | met |", "|---|---:|:---:|"]
+        for t in summ["targets"]:
+            lines.append(f"| {t['target']} | {t['value']} | {'yes' if t['met'] else '**no**'} |")
+    profiles = doc.get("profiles") or {}
+    if profiles:
+        lines += ["", f"## Lockgate profile (one run per workload, {finest} cycles, cProfile + py-spy)", ""]
+        for wl, p in profiles.items():
+            lines.append(f"- {WORKLOADS[wl].title}: {p['py4j_calls_per_cycle']:.0f} Py4J calls "
+                         f"({p['py4j_ms_per_cycle']:.0f} ms) and {p['spark_jobs_per_cycle']:.1f} Spark jobs per "
+                         f"cycle; details in `profile/{wl}.md`")
+    lines += ["", "Chart: `chart.png`; every run: `results.json`.", ""]
+    return "\n".join(lines)
+
+
+def chart(doc: dict[str, Any], summ: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    table = summ["table"]
+    wls = list(table)
+    contenders = [c for c in ("lockgate", "sss", "sss_rocksdb", "batch") if any(c in t for t in table.values())]
+    colors = {"lockgate": "#1f77b4", "sss": "#ff7f0e", "sss_rocksdb": "#d62728", "batch": "#7f7f7f"}
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
+    width = 0.8 / max(1, len(contenders))
+    ax = axes[0]
+    for i, c in enumerate(contenders):
+        xs, ys, lo, hi = [], [], [], []
+        for j, wl in enumerate(wls):
+            s = table[wl].get(c)
+            if s and s["throughput"]:
+                xs.append(j + (i - (len(contenders) - 1) / 2) * width)
+                ys.append(s["throughput"])
+                lo.append(s["throughput"] - s["throughput_min"])
+                hi.append(s["throughput_max"] - s["throughput"])
+        ax.bar(xs, ys, width, yerr=[lo, hi], label=SHORT[c], color=colors[c], capsize=2)
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(wls)), [WORKLOADS[w].title.split(" (")[0] for w in wls], fontsize=8)
+    ax.set_ylabel("input events / s (log)")
+    ax.set_title(f"Throughput, one 10 s window per cycle ({max(doc['cuts'])} cycles)")
+    ax.legend(fontsize=8)
+    ax = axes[1]
+    stream = [c for c in contenders if c in STREAMING]
+    width = 0.8 / max(1, len(stream))
+    for i, c in enumerate(stream):
+        xs, ys = [], []
+        for j, wl in enumerate(wls):
+            s = table[wl].get(c)
+            v = s.get("per_cycle_ms") if s else None
+            if v is None and s:
+                v = s.get("ms_per_cycle")
+            if v is not None:
+                xs.append(j + (i - (len(stream) - 1) / 2) * width)
+                ys.append(v)
+        ax.bar(xs, ys, width, label=SHORT[c], color=colors[c])
+    ax.axhline(TARGETS["per_cycle_ms"], color="k", linestyle="--", linewidth=1, label="target 300 ms")
+    ax.set_xticks(range(len(wls)), [WORKLOADS[w].title.split(" (")[0] for w in wls], fontsize=8)
+    ax.set_ylabel("ms per cycle")
+    cuts = ", ".join(map(str, sorted(doc["cuts"])))
+    ax.set_title(f"Per-cycle overhead (slope over {cuts} cycles)" if len(doc["cuts"]) > 1 else "ms per cycle")
+    ax.legend(fontsize=8)
+    m = doc["machine"]
+    fig.suptitle(f"Lockgate bench, size {doc['size']['name']} ({doc['size']['events']:,} events), "
+                 f"{doc['started'][:10]}, {m['cpus']} cores / {m['memory_gib']} GiB, load avg {m['load_avg'][0]}",
+                 fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# -- profiles ------------------------------------------------------------------------------
+_FRAME = re.compile(r"^(?P<fn>.+?) \((?P<file>[^()]+?)(?::\d+)?\)$")
+
+
+def _short(path: str) -> str:
+    for key in ("lockgate/", "bench/", "pyspark/", "py4j/", "sqlalchemy/", "pyarrow/"):
+        i = path.rfind(key)
+        if i >= 0:
+            return path[i:]
+    return path.rsplit("/", 1)[-1]
+
+
+def pyspy_inclusive(raw: Path, rate: float = 50.0) -> tuple[float, list[tuple[str, float]]]:
+    """Seconds of the run thread, and inclusive seconds per function, from a py-spy raw
+    (collapsed stacks) file, limited to stacks under ``run_lockgate``."""
+    incl: dict[str, int] = defaultdict(int)
+    total = 0
+    for line in raw.read_text(errors="replace").splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not n.isdigit() or "run_lockgate" not in stack:
+            continue
+        count = int(n)
+        total += count
+        seen = set()
+        for frame in stack.split(";"):
+            m = _FRAME.match(frame.strip())
+            key = f"{m['fn']} ({_short(m['file'])})" if m else frame.strip()
+            if key not in seen:
+                seen.add(key)
+                incl[key] += count
+    return total / rate, sorted(((k, v / rate) for k, v in incl.items()), key=lambda kv: -kv[1])
+
+
+def profile_summary(res: dict[str, Any], raw: Path | None) -> dict[str, Any]:
+    cycles = res["cycles"]
+    out: dict[str, Any] = {
+        "cycles": cycles,
+        "process_s": res["process_s"],
+        "py4j_calls_per_cycle": res["py4j_calls"] / cycles,
+        "py4j_ms_per_cycle": res["py4j_s"] * 1000 / cycles,
+        "spark_jobs_per_cycle": res["spark_jobs"] / cycles,
+        "phases_ms_per_cycle": {k: v / cycles for k, v in res["phases_ms"].items()},
+    }
+    stats = pstats.Stats(res["profile"])
+    rows = []
+    for (file, _line, name), (_cc, nc, _tt, ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
+        if ("lockgate/" in file or "send_command" in name) and ct / cycles >= 2.0 / 1000:
+            rows.append({"function": f"{name} ({_short(file)})", "calls_per_cycle": nc / cycles,
+                         "ms_per_cycle": ct * 1000 / cycles})
+    rows.sort(key=lambda r: -r["ms_per_cycle"])
+    out["cprofile"] = rows[:40]
+    if raw is not None and raw.exists():
+        total, incl = pyspy_inclusive(raw)
+        out["py_spy_seconds"] = total
+        out["py_spy"] = [{"function": k, "ms_per_cycle": v * 1000 / cycles, "share": v / total if total else 0}
+                         for k, v in incl if ("lockgate/" in k or "py4j/" in k or "pyspark/" in k)][:40]
+    return out
+
+
+def profile_markdown(wl: str, p: dict[str, Any]) -> str:
+    lines = [f"# Lockgate profile: {WORKLOADS[wl].title}", "",
+             f"{p['cycles']} cycles, {p['process_s']:.1f} s from first read to last commit; per cycle: "
+             f"{p['py4j_calls_per_cycle']:.0f} Py4J calls ({p['py4j_ms_per_cycle']:.0f} ms waiting on the JVM), "
+             f"{p['spark_jobs_per_cycle']:.1f} Spark jobs.", "",
+             "Phases, ms per cycle: " + ", ".join(f"{k} {v:.0f}" for k, v in p["phases_ms_per_cycle"].items()), "",
+             "## cProfile (cumulative, ms per cycle; includes time blocked on the JVM)", "",
+             "| function | calls/cycle | ms/cycle |", "|---|---:|---:|"]
+    for r in p["cprofile"]:
+        lines.append(f"| `{r['function']}` | {r['calls_per_cycle']:.1f} | {r['ms_per_cycle']:.0f} |")
+    if p.get("py_spy"):
+        lines += ["", f"## py-spy (wall-clock samples incl. idle, {p['py_spy_seconds']:.0f} s of the run thread)", "",
+                  "| function | ms/cycle | share |", "|---|---:|---:|"]
+        for r in p["py_spy"]:
+            lines.append(f"| `{r['function']}` | {r['ms_per_cycle']:.0f} | {r['share']:.0%} |")
+    return "\n".join(lines) + "\n"
+
+
+def write(results: Path, out: Path) -> dict[str, Any]:
+    doc = json.loads(results.read_text())
+    summ = summarize(doc)
+    doc["summary"] = summ
+    results.write_text(json.dumps(doc, indent=1, default=str))
+    (out / "results.md").write_text(markdown(doc, summ))
+    chart(doc, summ, out / "chart.png")
+    for wl, p in (doc.get("profiles") or {}).items():
+        (out / "profile").mkdir(exist_ok=True)
+        (out / "profile" / f"{wl}.md").write_text(profile_markdown(wl, p))
+    return summ

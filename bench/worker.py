@@ -1,0 +1,336 @@
+"""One contender run (or, for the smoke run, several in one process): ``python -m
+bench.worker SPEC.json``.
+
+The orchestrator (:mod:`bench.run`) starts each run in its own process group, so every
+run gets a fresh JVM with the same settings, and watches the memory of the process tree.
+A run writes its result as JSON to ``spec["result"]``: session start-up, set-up, the time
+from the first read to the last commit, per-cycle phase timings (Lockgate's catalog, or
+Structured Streaming's ``durationMs``), Spark jobs and Py4J round trips, bytes written
+to checkpoints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import cProfile
+import json
+import os
+import pstats
+import signal
+import sys
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from .config import HDFS_PROVIDER, MASTER, REPO, ROCKSDB_CONF
+from .workloads import PIPELINE_FILE, spark_output
+
+# -- Py4J round trips --------------------------------------------------------------------
+_PY4J = {"calls": 0, "seconds": 0.0}
+
+
+def _count_py4j() -> None:
+    """Count every Python -> JVM call (and the time spent waiting for it)."""
+    from py4j.java_gateway import GatewayClient
+
+    if getattr(GatewayClient.send_command, "_bench", False):
+        return
+    original = GatewayClient.send_command
+
+    def send_command(self: Any, command: Any, retry: bool = True, binary: bool = False) -> Any:
+        t = time.perf_counter()
+        try:
+            return original(self, command, retry, binary)
+        finally:
+            _PY4J["calls"] += 1
+            _PY4J["seconds"] += time.perf_counter() - t
+
+    send_command._bench = True  # type: ignore[attr-defined]
+    GatewayClient.send_command = send_command  # type: ignore[method-assign]
+
+
+def _py4j_snapshot() -> tuple[int, float]:
+    return _PY4J["calls"], _PY4J["seconds"]
+
+
+def _spark_jobs(spark: Any) -> int:
+    """Spark jobs submitted so far in this driver."""
+    sc = spark.sparkContext
+    try:
+        return int(sc._jsc.sc().dagScheduler().nextJobId())
+    except Exception:  # the tracker keeps the last spark.ui.retainedJobs ids
+        ids = list(sc.statusTracker().getJobIdsForGroup(None))
+        return max(ids) + 1 if ids else 0
+
+
+# -- bytes written under a folder ---------------------------------------------------------
+class BytesWatcher:
+    """Polls folders and records the largest size seen of every file, so files deleted
+    later (expired checkpoints, compacted logs) still count as written."""
+
+    def __init__(self, roots: list[Path], files: list[Path] | None = None, interval: float = 0.2):
+        self.roots, self.files, self.interval = roots, files or [], interval
+        self.sizes: dict[str, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="bench-bytes", daemon=True)
+
+    def sweep(self) -> None:
+        for root in self.roots:
+            for dirpath, _dirs, names in os.walk(root):
+                for n in names:
+                    p = os.path.join(dirpath, n)
+                    with contextlib.suppress(OSError):
+                        self.sizes[p] = max(self.sizes.get(p, 0), os.stat(p).st_size)
+        for f in self.files:
+            with contextlib.suppress(OSError):
+                self.sizes[str(f)] = max(self.sizes.get(str(f), 0), f.stat().st_size)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sweep()
+
+    def __enter__(self) -> BytesWatcher:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sweep()
+
+    @property
+    def total(self) -> int:
+        return sum(self.sizes.values())
+
+
+def _kill_when(path: Path) -> None:
+    """kill -9 of this process group (Python and JVM) as soon as ``path`` exists."""
+
+    def loop() -> None:
+        while not path.exists():
+            time.sleep(0.005)
+        os.killpg(os.getpgid(0), signal.SIGKILL)
+
+    threading.Thread(target=loop, name="bench-killer", daemon=True).start()
+
+
+def _ts(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+# -- contenders ----------------------------------------------------------------------------
+def run_lockgate(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
+    import lockgate
+
+    work = Path(spec["work"])
+    home = work / "home"
+    job = spec["job"]
+    kwargs = {
+        "workload": spec["workload"],
+        "data": spec["data"],
+        "out": spec["out"],
+        "cycle_s": spec["cycle_s"],
+        "origin": spec["origin"],
+        "name": job,
+    }
+    pipe = work / "pipeline.py"
+    pipe.write_text(PIPELINE_FILE.format(repo=str(REPO), kwargs=kwargs))
+    client = lockgate.connect("embedded", home=str(home))
+    jobs0, (calls0, py4j_s0) = _spark_jobs(spark), _py4j_snapshot()
+    profiler = cProfile.Profile() if spec.get("profile") else None
+    catalog_files = [home / "catalog.db", home / "catalog.db-wal"]
+    t0 = time.time()
+    with BytesWatcher([home / "snapshots"], catalog_files) as watcher:
+        if profiler:
+            profiler.enable()
+        res = client.run(f"{pipe}:pipeline", job=job, first=0, last=spec["cut"] - 1)
+        if profiler:
+            profiler.disable()
+    t1 = time.time()
+    jobs1, (calls1, py4j_s1) = _spark_jobs(spark), _py4j_snapshot()
+    cycles = sorted(
+        (c for c in client.catalog.list_cycles(job, limit=1_000_000) if c.state.value == "COMMITTED"),
+        key=lambda c: c.window,
+    )
+    if len(cycles) != spec["cut"]:
+        raise RuntimeError(f"lockgate committed {len(cycles)} windows of {spec['cut']}")
+    phases: dict[str, float] = {}
+    snapshot_bytes = 0
+    per_cycle = []
+    for c in cycles:
+        for k, v in c.timings.items():
+            phases[k] = phases.get(k, 0.0) + float(v)
+        sm = (c.manifest or {}).get("snapshot_manifest") or {}
+        snapshot_bytes += sum(f["size"] for op in sm.values() for f in op.get("files", []))
+        per_cycle.append(
+            {"window": c.window, "start": c.started.timestamp(), "end": c.finished.timestamp(), **c.timings}
+        )
+    first, last = cycles[0].started.timestamp(), cycles[-1].finished.timestamp()
+    process_s = last - first
+    phases["other"] = process_s * 1000 - sum(phases.values())
+    out: dict[str, Any] = {
+        "setup_s": first - t0,
+        "process_s": process_s,
+        "end_to_end_s": t1 - t0,
+        "cycles": len(cycles),
+        "phases_ms": phases,
+        "per_cycle": per_cycle,
+        "rows_in": res.rows_in,
+        "rows_out": res.rows_out,
+        "spark_jobs": jobs1 - jobs0,
+        "py4j_calls": calls1 - calls0,
+        "py4j_s": py4j_s1 - py4j_s0,
+        "checkpoint_bytes": watcher.total,
+        "snapshot_bytes_written": snapshot_bytes,
+        "first_commit_at": cycles[0].finished.timestamp(),
+    }
+    if profiler:
+        prof = work / "lockgate.prof"
+        profiler.dump_stats(str(prof))
+        out["profile"] = str(prof)
+        with open(work / "lockgate-profile.txt", "w") as f:
+            pstats.Stats(profiler, stream=f).sort_stats("cumulative").print_stats(80)
+    client.close()
+    return out
+
+
+def run_sss(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
+    work = Path(spec["work"])
+    ckpt = work / "checkpoint"
+    provider = dict(ROCKSDB_CONF) if spec["contender"] == "sss_rocksdb" else {
+        "spark.sql.streaming.stateStore.providerClass": HDFS_PROVIDER,
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "false",
+    }
+    for k, v in provider.items():
+        spark.conf.set(k, v)
+    spark.conf.set("spark.sql.shuffle.partitions", "2")
+    if spec.get("kill_after") is not None:
+        _kill_when(ckpt / "commits" / str(spec["kill_after"]))
+    jobs0, (calls0, py4j_s0) = _spark_jobs(spark), _py4j_snapshot()
+    t0 = time.time()
+    with BytesWatcher([ckpt]) as watcher:
+        df = spark_output(spark, spec["workload"], spec["data"], streaming=True, max_files=spec["files_per_trigger"])
+        query = (
+            df.writeStream.format("parquet")
+            .option("path", spec["out"])
+            .option("checkpointLocation", str(ckpt))
+            .outputMode("append")
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+    t1 = time.time()
+    jobs1, (calls1, py4j_s1) = _spark_jobs(spark), _py4j_snapshot()
+    progress = list(query.recentProgress)
+    if not progress:
+        raise RuntimeError("structured streaming ran no batch")
+    phases: dict[str, float] = {}
+    state_commit_ms = 0.0
+    per_batch = []
+    rows_in = 0
+    for p in progress:
+        for k, v in (p.durationMs or {}).items():
+            phases[k] = phases.get(k, 0.0) + float(v)
+        commit = sum(float(s.commitTimeMs) for s in p.stateOperators)
+        state_commit_ms += commit
+        rows_in += int(p.numInputRows)
+        per_batch.append({"batch": p.batchId, "start": _ts(p.timestamp), "rows": int(p.numInputRows),
+                          "state_commit": commit, **(p.durationMs or {})})
+    first = per_batch[0]["start"]
+    ends = [b["start"] + b.get("triggerExecution", 0) / 1000 for b in per_batch]
+    return {
+        "setup_s": first - t0,
+        "process_s": max(ends) - first,
+        "end_to_end_s": t1 - t0,
+        "cycles": len(progress),
+        "data_batches": sum(1 for b in per_batch if b["rows"] > 0),
+        "phases_ms": phases,
+        "state_commit_ms": state_commit_ms,
+        "per_cycle": per_batch,
+        "rows_in": rows_in,
+        "spark_jobs": jobs1 - jobs0,
+        "py4j_calls": calls1 - calls0,
+        "py4j_s": py4j_s1 - py4j_s0,
+        "checkpoint_bytes": watcher.total,
+        "first_commit_at": ends[0],
+        "first_batch_id": per_batch[0]["batch"],
+    }
+
+
+def run_batch(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
+    jobs0, (calls0, py4j_s0) = _spark_jobs(spark), _py4j_snapshot()
+    t0 = time.time()
+    df = spark_output(spark, spec["workload"], spec["data"], streaming=False)
+    t1 = time.time()
+    df.write.mode("overwrite").parquet(spec["out"])
+    t2 = time.time()
+    jobs1, (calls1, py4j_s1) = _spark_jobs(spark), _py4j_snapshot()
+    return {
+        "setup_s": t1 - t0,
+        "process_s": t2 - t1,
+        "end_to_end_s": t2 - t0,
+        "cycles": 1,
+        "phases_ms": {},
+        "spark_jobs": jobs1 - jobs0,
+        "py4j_calls": calls1 - calls0,
+        "py4j_s": py4j_s1 - py4j_s0,
+        "checkpoint_bytes": 0,
+    }
+
+
+RUNNERS = {"lockgate": run_lockgate, "sss": run_sss, "sss_rocksdb": run_sss, "batch": run_batch}
+
+
+def run_specs(specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Run ``specs`` in order on one SparkSession; each result is also written to its
+    ``result`` file as soon as it is known."""
+    import psutil
+
+    launched = psutil.Process().create_time()
+    _count_py4j()
+    from lockgate.runtime.session import get_spark
+
+    t0 = time.time()
+    spark = get_spark(MASTER)
+    session_s = time.time() - t0
+    results = []
+    for spec in specs:
+        Path(spec["work"]).mkdir(parents=True, exist_ok=True)
+        res = RUNNERS[spec["contender"]](spec, spark)
+        res.update(
+            contender=spec["contender"],
+            workload=spec["workload"],
+            cut=spec["cut"],
+            launched_at=launched,
+            startup_s=t0 - launched + session_s,
+            session_s=session_s,
+            driver_memory=spark.sparkContext.getConf().get("spark.driver.memory", "default"),
+            shuffle_partitions=spark.conf.get("spark.sql.shuffle.partitions"),
+        )
+        Path(spec["result"]).write_text(json.dumps(res, default=str))
+        results.append(res)
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m bench.worker SPEC.json", file=sys.stderr)
+        return 2
+    import warnings
+
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    spec = json.loads(Path(args[0]).read_text())
+    if "runs" in spec:
+        results = run_specs(spec["runs"])
+        Path(spec["result"]).write_text(json.dumps(results, default=str))
+    else:
+        run_specs([spec])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""The four workloads, each written once per contender API and meaning the same thing.
+
+- ``w0`` stateless, Nexmark q1: every bid with its price in another currency.
+- ``w1`` tumbling, near q7: 10 s tumbling windows, bid count and max(price) per auction.
+- ``w2`` sliding, q5: 10 s windows every 2 s, bid count per auction, and the top auction of
+  each window (highest count; ties go to the highest auction id, so the result is unique).
+- ``w3`` windowed join, q8: persons joined to the auctions they sell (``person.id =
+  auction.seller``) within the same 10 s tumbling window.
+
+Every contender's output is reduced to :attr:`Workload.columns` before comparison (Lockgate's
+FileSink adds an ``lg_window`` partition column; Spark's ``window`` struct becomes
+``window_start``/``window_end``). Windowed aggregates are compared on the windows that
+close before the end of the data (``window_end < end``): a streaming engine emits a window
+once its watermark passes it, and Structured Streaming's watermark stops at the last
+event, so the final window is emitted by Lockgate (whose cycle closes it) and by the batch
+job, never by Structured Streaming.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+#: Nexmark q1's conversion (dollars to euros in the benchmark's text)
+Q1_PRICE = "0.908 * price AS price"
+Q1_COLUMNS = ("auction", "bidder", Q1_PRICE, "date_time", "extra")
+TOP_SQL = (
+    "SELECT window_start, window_end, max(named_struct('bids', bids, 'auction', auction)) AS top "
+    "FROM input GROUP BY window_start, window_end"
+)
+
+
+@dataclass(frozen=True)
+class Workload:
+    key: str
+    title: str
+    streams: tuple[str, ...]
+    columns: tuple[str, ...]
+    #: compare only windows with window_end < end of data (see module doc)
+    closed_windows_only: bool
+
+
+WORKLOADS: dict[str, Workload] = {
+    "w0": Workload("w0", "W0 stateless (q1)", ("bid",), ("auction", "bidder", "price", "date_time", "extra"), False),
+    "w1": Workload("w1", "W1 tumbling 10 s (q7-like)", ("bid",),
+                   ("window_start", "window_end", "auction", "bids", "top"), True),
+    "w2": Workload("w2", "W2 sliding 10 s/2 s top auction (q5)", ("bid",),
+                   ("window_start", "window_end", "auction", "bids"), True),
+    "w3": Workload("w3", "W3 windowed join (q8)", ("person", "auction"),
+                   ("window_start", "window_end", "person", "name", "auction", "reserve"), False),
+}
+
+
+def schema_ddl(stream: str) -> str:
+    """Spark DDL of a Nexmark stream (the explicit schema every reader is given)."""
+    from lockgate.nexmark import SCHEMAS
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in from_arrow_schema(SCHEMAS[stream]).fields)
+
+
+# -- Lockgate ----------------------------------------------------------------------------
+def lockgate_pipeline(workload: str, data: str, out: str, cycle_s: float, origin: str, name: str) -> Any:
+    """The workload as a Lockgate pipeline: one cycle window of ``cycle_s`` seconds per
+    cycle, a checkpoint after each, a Parquet FileSink committed once per window."""
+    import lockgate as lg
+
+    p = lg.Pipeline(
+        name,
+        cycle_window=timedelta(seconds=cycle_s),
+        origin=datetime.fromisoformat(origin).astimezone(UTC),
+        parallelism=2,
+    )
+
+    def src(stream: str) -> Any:
+        source = lg.FileSource(f"{data}/{stream}", format="parquet", event_time="date_time", schema=schema_ddl(stream))
+        return p.source(source, name=f"{stream}s")
+
+    sink = lg.FileSink(out)
+    ten = timedelta(seconds=10)
+    if workload == "w0":
+        src("bid").select(*Q1_COLUMNS, name="q1").sink(sink, name="out")
+    elif workload == "w1":
+        (
+            src("bid").key_by("auction").window(lg.Tumbling(ten))
+            .aggregate(bids=lg.count(), top=lg.max("price"), name="per_auction")
+            .sink(sink, name="out")
+        )
+    elif workload == "w2":
+        (
+            src("bid").key_by("auction").window(lg.Sliding(ten, timedelta(seconds=2)))
+            .aggregate(bids=lg.count(), name="per_auction")
+            .sql(TOP_SQL, name="top")
+            .select("window_start", "window_end", "top.auction AS auction", "top.bids AS bids", name="flat")
+            .sink(sink, name="out")
+        )
+    elif workload == "w3":
+        persons, auctions = src("person"), src("auction")
+        (
+            persons.join(auctions, left_on=["id"], right_on=["seller"], window=lg.Tumbling(ten), name="q8")
+            .select("window_start", "window_end", "id AS person", "name", "id_right AS auction", "reserve",
+                    name="flat")
+            .sink(sink, name="out")
+        )
+    else:
+        raise ValueError(f"unknown workload {workload!r}")
+    return p
+
+
+PIPELINE_FILE = '''"""Generated by bench/ for one run; not for editing."""
+import sys
+
+sys.path.insert(0, {repo!r})
+
+from bench.workloads import lockgate_pipeline  # noqa: E402
+
+pipeline = lockgate_pipeline(**{kwargs!r})
+'''
+
+
+# -- Spark (Structured Streaming and batch) ---------------------------------------------
+def spark_output(spark: Any, workload: str, data: str, streaming: bool, max_files: int = 1) -> Any:
+    """The workload's output DataFrame over the files under ``data``: a streaming
+    DataFrame (readStream with an explicit schema, maxFilesPerTrigger, a watermark of 0 s)
+    or a batch one over all files."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    def read(stream: str) -> Any:
+        schema = StructType.fromDDL(schema_ddl(stream))
+        path = f"{data}/{stream}"
+        if streaming:
+            df = spark.readStream.schema(schema).option("maxFilesPerTrigger", max_files).parquet(path)
+            return df.withWatermark("date_time", "0 seconds")
+        return spark.read.schema(schema).parquet(path)
+
+    def flat(df: Any, window: str, *cols: Any) -> Any:
+        return df.select(F.col(f"{window}.start").alias("window_start"), F.col(f"{window}.end").alias("window_end"),
+                         *cols)
+
+    if workload == "w0":
+        return read("bid").selectExpr(*Q1_COLUMNS)
+    if workload == "w1":
+        agg = read("bid").groupBy(F.window("date_time", "10 seconds"), "auction").agg(
+            F.count(F.lit(1)).alias("bids"), F.max("price").alias("top")
+        )
+        return flat(agg, "window", "auction", "bids", "top")
+    if workload == "w2":
+        counts = read("bid").groupBy(F.window("date_time", "10 seconds", "2 seconds"), "auction").agg(
+            F.count(F.lit(1)).alias("bids")
+        )
+        top = counts.groupBy("window").agg(F.max(F.struct("bids", "auction")).alias("top"))
+        return flat(top, "window", F.col("top.auction").alias("auction"), F.col("top.bids").alias("bids"))
+    if workload == "w3":
+        p = read("person").select(F.col("id").alias("person"), "name", F.window("date_time", "10 seconds").alias("pw"))
+        a = read("auction").select(
+            F.col("id").alias("auction"), "seller", "reserve", F.window("date_time", "10 seconds").alias("aw")
+        )
+        joined = p.join(a, (p.person == a.seller) & (p.pw == a.aw), "inner")
+        return flat(joined, "pw", "person", "name", "auction", "reserve")
+    raise ValueError(f"unknown workload {workload!r}")

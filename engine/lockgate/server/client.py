@@ -1,0 +1,281 @@
+"""The gRPC client of a controller: the :class:`~lockgate.client.base.Client` and
+:class:`~lockgate.client.base.AsyncClient` interfaces over ``lockgate.v1.Controller``.
+
+>>> import lockgate
+>>> client = lockgate.connect("grpc://127.0.0.1:50051", token="...")
+>>> client.run("/srv/pipelines/bids.py:pipeline", until_caught_up=True).state
+'FINISHED'
+
+Options: ``token`` (bearer token; default ``$LOCKGATE_TOKEN``), ``tls_ca`` (PEM file of
+the CA or self-signed certificate, default ``$LOCKGATE_TLS_CA``; ``grpcs://`` URLs use
+TLS, with the system roots when no CA is given), ``server_name`` (the name the certificate was issued to, when it differs
+from the host), ``timeout`` (seconds, for the quick calls; default 60) and
+``long_timeout`` (compiles and starts, which may wait for a worker's Spark to start;
+default none). Errors come back as the Lockgate exception the controller raised
+(JobNotFoundError, CompileError, WindowGapError, ...).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import AsyncIterator, Iterator
+from datetime import datetime
+from typing import Any
+
+import grpc
+
+from ..client.base import (
+    AsyncClient,
+    CheckpointInfo,
+    Client,
+    CompileResult,
+    EventHandler,
+    JobEvent,
+    JobInfo,
+    RunResult,
+)
+from ..errors import InvalidArgumentError, LockgateError
+from . import convert, security
+from .errors import ERROR_CLASS_KEY, ControllerUnavailableError, rebuild
+from .generated import lockgate_controller_pb2 as pb
+from .generated import lockgate_controller_pb2_grpc as pb_grpc
+
+
+def parse_url(url: str) -> tuple[str, bool]:
+    """``grpc://host:port`` -> ``("host:port", False)``; ``grpcs://`` -> TLS."""
+    for scheme, tls in (("grpcs://", True), ("grpc://", False)):
+        if url.startswith(scheme):
+            target = url[len(scheme):].rstrip("/")
+            if not target or ":" not in target:
+                raise InvalidArgumentError(f"controller URL {url!r} needs a host and a port: {scheme}host:port")
+            return target, tls
+    raise InvalidArgumentError(f"controller URL {url!r}: use grpc://host:port or grpcs://host:port")
+
+
+def _error(err: grpc.RpcError, url: str) -> LockgateError:
+    code = err.code()
+    details = err.details() or ""
+    name = None
+    with contextlib.suppress(Exception):
+        for key, value in err.trailing_metadata() or ():
+            if key == ERROR_CLASS_KEY:
+                name = value
+    if name is None and code == grpc.StatusCode.UNAVAILABLE:
+        return ControllerUnavailableError(
+            f"cannot reach the Lockgate controller at {url} ({details}); is `lockgate server` running there, "
+            "and does the URL's scheme (grpc:// or grpcs://) match its TLS setting?"
+        )
+    if name is None and code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return ControllerUnavailableError(f"the controller at {url} did not answer in time ({details})")
+    return rebuild(name, code, details)
+
+
+class _Base:
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        tls_ca: str | None = None,
+        server_name: str | None = None,
+        timeout: float | None = 60.0,
+        long_timeout: float | None = None,
+    ):
+        self.url = url
+        self.target, self.tls = parse_url(url)
+        self.token = token if token is not None else (os.environ.get(security.TOKEN_ENV) or None)
+        self.tls_ca = tls_ca or os.environ.get("LOCKGATE_TLS_CA") or None
+        self.server_name = server_name
+        self.timeout = timeout
+        self.long_timeout = long_timeout
+        self.metadata = security.token_metadata(self.token)
+
+
+class GrpcClient(_Base, Client):
+    """A controller's client (blocking calls)."""
+
+    def __init__(self, url: str, **options: Any):
+        super().__init__(url, **options)
+        self.channel = security.channel(self.target, tls=self.tls, tls_ca=self.tls_ca, server_name=self.server_name)
+        self.stub = pb_grpc.ControllerStub(self.channel)
+
+    def _call(self, method: str, request: Any, timeout: float | None = None) -> Any:
+        try:
+            return getattr(self.stub, method)(request, timeout=timeout, metadata=self.metadata)
+        except grpc.RpcError as err:
+            raise _error(err, self.url) from None
+
+    def _stream(self, method: str, request: Any, timeout: float | None = None) -> Iterator[Any]:
+        call = getattr(self.stub, method)(request, timeout=timeout, metadata=self.metadata)
+        try:
+            yield from call
+        except grpc.RpcError as err:
+            raise _error(err, self.url) from None
+        finally:
+            call.cancel()
+
+    # -- Client ------------------------------------------------------------------------
+    def compile(self, pipeline: str) -> CompileResult:
+        return convert.compile_from_pb(self._call("Compile", pb.CompileRequest(pipeline=pipeline), self.long_timeout))
+
+    def submit(self, pipeline: str, job: str | None = None) -> JobInfo:
+        m = self._call("Submit", pb.SubmitRequest(pipeline=pipeline, job=job or ""), self.long_timeout)
+        return convert.job_from_pb(m)
+
+    def windows_for(self, pipeline: str, start: datetime, end: datetime) -> tuple[int, int]:
+        req = pb.WindowsForRequest(pipeline=pipeline, start_us=convert.to_us(start), end_us=convert.to_us(end))
+        m = self._call("WindowsFor", req, self.long_timeout)
+        return m.first, m.last
+
+    @staticmethod
+    def _run_request(pipeline: str, job: str | None, first: int | None, last: int | None, until_caught_up: bool,
+                     reset_state: bool, spark_master: str | None) -> pb.RunRequest:
+        req = pb.RunRequest(pipeline=pipeline, job=job or "", until_caught_up=until_caught_up,
+                            reset_state=reset_state, spark_master=spark_master or "")
+        if first is not None:
+            req.first = first
+        if last is not None:
+            req.last = last
+        return req
+
+    def run(
+        self,
+        pipeline: str,
+        *,
+        job: str | None = None,
+        first: int | None = None,
+        last: int | None = None,
+        until_caught_up: bool = False,
+        reset_state: bool = False,
+        on_event: EventHandler | None = None,
+        spark_master: str | None = None,
+    ) -> RunResult:
+        req = self._run_request(pipeline, job, first, last, until_caught_up, reset_state, spark_master)
+        result = None
+        for update in self._stream("Run", req):
+            kind = update.WhichOneof("update")
+            if kind == "event" and on_event is not None:
+                on_event(convert.event_from_pb(update.event))
+            elif kind == "result":
+                result = convert.result_from_pb(update.result)
+        if result is None:
+            raise ControllerUnavailableError(f"the controller at {self.url} ended the run's stream without a result")
+        return result
+
+    def start_run(
+        self,
+        pipeline: str,
+        *,
+        job: str | None = None,
+        first: int | None = None,
+        last: int | None = None,
+        until_caught_up: bool = False,
+        reset_state: bool = False,
+        spark_master: str | None = None,
+    ) -> JobInfo:
+        req = self._run_request(pipeline, job, first, last, until_caught_up, reset_state, spark_master)
+        return convert.job_from_pb(self._call("StartRun", req, self.long_timeout))
+
+    def start(self, pipeline: str, *, job: str | None = None, reset_state: bool = False,
+              spark_master: str | None = None) -> JobInfo:
+        req = pb.StartRequest(pipeline=pipeline, job=job or "", reset_state=reset_state,
+                              spark_master=spark_master or "")
+        return convert.job_from_pb(self._call("Start", req, self.long_timeout))
+
+    def stop(self, job: str, *, drain: bool = True, timeout: float | None = None) -> JobInfo:
+        req = pb.StopRequest(job=job, drain=drain)
+        if timeout is not None:
+            req.timeout_s = timeout
+        deadline = None if timeout is None else timeout + 30
+        return convert.job_from_pb(self._call("Stop", req, deadline))
+
+    def get_job(self, job: str) -> JobInfo:
+        return convert.job_from_pb(self._call("GetJob", pb.JobRequest(job=job), self.timeout))
+
+    def list_jobs(self) -> list[JobInfo]:
+        return [convert.job_from_pb(j) for j in self._call("ListJobs", pb.ListJobsRequest(), self.timeout).jobs]
+
+    def list_checkpoints(self, job: str) -> list[CheckpointInfo]:
+        m = self._call("ListCheckpoints", pb.JobRequest(job=job), self.timeout)
+        return [convert.checkpoint_from_pb(c) for c in m.checkpoints]
+
+    def restore(self, job: str, window: int, *, reset_state: bool = False) -> JobInfo:
+        req = pb.RestoreRequest(job=job, window=window, reset_state=reset_state)
+        return convert.job_from_pb(self._call("Restore", req, self.long_timeout))
+
+    def watch(self, job: str, *, timeout: float | None = None) -> Iterator[JobEvent]:
+        req = pb.WatchRequest(job=job)
+        if timeout is not None:
+            req.timeout_s = timeout
+        for m in self._stream("Watch", req, None if timeout is None else timeout + 30):
+            yield convert.event_from_pb(m)
+
+    def read_sink(self, job: str, sink: str) -> Any:
+        import pyarrow as pa
+
+        data = b"".join(c.data for c in self._stream("ReadSink", pb.ReadSinkRequest(job=job, sink=sink),
+                                                      self.long_timeout))
+        return pa.ipc.open_stream(data).read_all()
+
+    def close(self) -> None:
+        self.channel.close()
+
+
+class AsyncGrpcClient(_Base, AsyncClient):
+    """A controller's asyncio client (what Airflow triggers use). The channel is opened on
+    first use, inside the caller's event loop."""
+
+    def __init__(self, url: str, **options: Any):
+        super().__init__(url, **options)
+        self._channel: Any = None
+        self._stub: Any = None
+
+    @property
+    def stub(self) -> Any:
+        if self._stub is None:
+            self._channel = security.channel(
+                self.target, tls=self.tls, tls_ca=self.tls_ca, server_name=self.server_name, aio=True
+            )
+            self._stub = pb_grpc.ControllerStub(self._channel)
+        return self._stub
+
+    async def _call(self, method: str, request: Any, timeout: float | None = None) -> Any:
+        try:
+            return await getattr(self.stub, method)(request, timeout=timeout, metadata=self.metadata)
+        except grpc.RpcError as err:
+            raise _error(err, self.url) from None
+
+    async def get_job(self, job: str) -> JobInfo:
+        return convert.job_from_pb(await self._call("GetJob", pb.JobRequest(job=job), self.timeout))
+
+    async def list_jobs(self) -> list[JobInfo]:
+        m = await self._call("ListJobs", pb.ListJobsRequest(), self.timeout)
+        return [convert.job_from_pb(j) for j in m.jobs]
+
+    async def list_checkpoints(self, job: str) -> list[CheckpointInfo]:
+        m = await self._call("ListCheckpoints", pb.JobRequest(job=job), self.timeout)
+        return [convert.checkpoint_from_pb(c) for c in m.checkpoints]
+
+    async def stop(self, job: str, *, drain: bool = True, timeout: float | None = None) -> JobInfo:
+        req = pb.StopRequest(job=job, drain=drain)
+        if timeout is not None:
+            req.timeout_s = timeout
+        return convert.job_from_pb(await self._call("Stop", req, None if timeout is None else timeout + 30))
+
+    async def watch(self, job: str, *, timeout: float | None = None) -> AsyncIterator[JobEvent]:
+        req = pb.WatchRequest(job=job)
+        if timeout is not None:
+            req.timeout_s = timeout
+        call = self.stub.Watch(req, timeout=None if timeout is None else timeout + 30, metadata=self.metadata)
+        try:
+            async for m in call:
+                yield convert.event_from_pb(m)
+        except grpc.RpcError as err:
+            raise _error(err, self.url) from None
+        finally:
+            call.cancel()
+
+    async def close(self) -> None:
+        if self._channel is not None:
+            await self._channel.close()
+            self._channel = self._stub = None

@@ -1,0 +1,414 @@
+"""The controller: owns the catalog, the job states, the runs and the workers.
+
+The gRPC service (:mod:`lockgate.server.service`) is a thin layer over this class; the
+controller itself holds no SparkSession (compiles and cycles run in worker processes).
+Started over an existing catalog, it resumes what was under way: a job caught RUNNING,
+SCHEDULING or RECOVERING goes to RECOVERING and its run request (stored with the job) is
+resumed by a new worker from the last complete window; a job caught STOPPING is stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from ..checkpoint.catalog import Catalog, CheckpointRecord, JobRecord
+from ..checkpoint.snapshots import SnapshotStore
+from ..client.base import CheckpointInfo, CompileResult, JobEvent, JobInfo
+from ..control.scheduler import sinks_of
+from ..control.states import JobState, is_terminal
+from ..errors import (
+    CheckpointNotFoundError,
+    InvalidArgumentError,
+    JobNotFoundError,
+    JobStateError,
+    LockgateError,
+)
+from ..logs import get_logger, log_event
+from ..plan.logical import PipelineGraph
+from ..runtime.commit import committer_for
+from .config import ServerConfig
+from .pool import WorkerPool
+from .runner import RUN_KEY, JobRunner, RemotePlan, RunSpec, compile_failure, plan_from, walk_to
+
+log = get_logger("server.controller")
+
+_END = object()
+
+
+class EventHub:
+    """Fan-out of job events to watchers (each watcher has a queue)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._subs: dict[str, list[queue.Queue[Any]]] = {}
+
+    def subscribe(self, job: str) -> queue.Queue[Any]:
+        q: queue.Queue[Any] = queue.Queue()
+        with self._lock:
+            self._subs.setdefault(job, []).append(q)
+        return q
+
+    def unsubscribe(self, job: str, q: queue.Queue[Any]) -> None:
+        with self._lock:
+            subs = self._subs.get(job, [])
+            if q in subs:
+                subs.remove(q)
+            if not subs:
+                self._subs.pop(job, None)
+
+    def publish(self, event: JobEvent) -> None:
+        with self._lock:
+            subs = list(self._subs.get(event.job, []))
+        for q in subs:
+            q.put(event)
+
+    def wake(self, job: str) -> None:
+        with self._lock:
+            subs = list(self._subs.get(job, []))
+        for q in subs:
+            q.put(_END)
+
+
+class Controller:
+    """Jobs, runs and workers behind ``lockgate server``."""
+
+    def __init__(self, config: ServerConfig):
+        self.config = config
+        os.makedirs(config.home, exist_ok=True)
+        self.catalog = Catalog(config.catalog_url or "")
+        self.snapshots = SnapshotStore(config.snapshots or os.path.join(config.home, "snapshots"))
+        self.hub = EventHub()
+        self.lock = threading.RLock()
+        self.runners: dict[str, JobRunner] = {}
+        self._restoring: set[str] = set()
+        self.pool: WorkerPool | None = None  # set by start()
+        #: set when the controller goes away: runs end without writing; the next controller resumes them
+        self.shutting_down = False
+        self.started_at = time.time()
+
+    # -- life cycle --------------------------------------------------------------------
+    def start(self, advertise: str) -> None:
+        """Start the worker pool (workers reach the controller at ``advertise``) and resume
+        the jobs a previous controller left under way."""
+        self.pool = WorkerPool(self.config, advertise, on_lost=self._worker_lost)
+        self.recover_jobs()
+
+    def close(self) -> None:
+        """Shut down: workers are released, runs end without changing their jobs (a job
+        caught RUNNING stays so, and the next controller started over the catalog resumes it)."""
+        self.shutting_down = True
+        with self.lock:
+            runners = list(self.runners.values())
+        if self.pool is not None:
+            self.pool.close()
+        for r in runners:
+            r.stop_event.set()  # wakes a backoff; the runner sees shutting_down and leaves
+            r.done.wait(15)
+        self.catalog.close()
+
+    def _worker_lost(self, h: Any) -> None:
+        if h.job:
+            self.hub.publish(JobEvent("worker_lost", h.job, message=f"{h.describe()}: {h.lost_reason}", at=time.time()))
+
+    def recover_jobs(self) -> list[str]:
+        """Resume every job a previous controller left under way; returns their names."""
+        resumed = []
+        for rec in self.catalog.list_jobs():
+            if is_terminal(rec.state) or rec.state == JobState.CREATED:
+                continue
+            with self.lock:
+                if rec.name in self.runners:
+                    continue
+            spec = RunSpec.from_options(rec.options)
+            try:
+                gen = self.catalog.acquire(rec.name)  # fences whatever ran it before
+                if rec.state == JobState.STOPPING or (spec is not None and spec.stop):
+                    walk_to(self.catalog, rec.name, JobState.STOPPED,
+                            "stopped: the controller restarted while the job was stopping", gen)
+                    continue
+                if spec is None:
+                    walk_to(self.catalog, rec.name, JobState.FAILED,
+                            f"found {rec.state.value} at controller start with no run request to resume (it was run "
+                            "by another process); run it again to resume from its last complete window", gen)
+                    continue
+                if rec.state in (JobState.RUNNING, JobState.SCHEDULING):
+                    self.catalog.transition(rec.name, JobState.RECOVERING,
+                                            "the controller restarted: recovering from the last complete window", gen)
+            except LockgateError:
+                log.exception("cannot resume job %s", rec.name)
+                continue
+            runner = JobRunner(self, rec.name, rec.pipeline_ref, spec, recovered=True)
+            self.register(runner)
+            runner.registered = True
+            runner.start()
+            resumed.append(rec.name)
+            log_event(log, "job_resumed", job=rec.name, state=rec.state.value, mode=spec.mode)
+        return resumed
+
+    # -- runners -----------------------------------------------------------------------
+    def register(self, runner: JobRunner) -> None:
+        job = runner.job or ""
+        with self.lock:
+            other = self.runners.get(job)
+            if other is not None and other is not runner:
+                raise JobStateError(f"job '{job}' is already running on this controller; stop it first "
+                                    f"(lockgate --controller ... stop is Client.stop)")
+            if job in self._restoring:
+                raise JobStateError(f"job '{job}' is being restored; try again when the restore is done")
+            self.runners[job] = runner
+
+    def runner_ended(self, runner: JobRunner) -> None:
+        with self.lock:
+            if runner.job and self.runners.get(runner.job) is runner:
+                del self.runners[runner.job]
+        if runner.job:
+            self.hub.wake(runner.job)
+
+    def runner(self, job: str) -> JobRunner | None:
+        with self.lock:
+            return self.runners.get(job)
+
+    # -- reading ---------------------------------------------------------------------------
+    def job_info(self, rec: JobRecord) -> JobInfo:
+        last = self.catalog.last_checkpoint(rec.name)
+        return JobInfo(
+            name=rec.name,
+            state=rec.state.value,
+            pipeline_ref=rec.pipeline_ref,
+            plan_version=rec.plan_version,
+            generation=rec.generation,
+            last_window=last.window if last else None,
+            last_error=rec.last_error,
+            updated=rec.updated,
+        )
+
+    def get_job(self, job: str) -> JobInfo:
+        return self.job_info(self.catalog.get_job(job))
+
+    def list_jobs(self) -> list[JobInfo]:
+        return [self.job_info(r) for r in self.catalog.list_jobs()]
+
+    def list_checkpoints(self, job: str) -> list[CheckpointInfo]:
+        self.catalog.get_job(job)
+        graphs: dict[str | None, PipelineGraph] = {}
+        return [self._checkpoint_info(cp, graphs) for cp in self.catalog.list_checkpoints(job)]
+
+    def _checkpoint_info(self, cp: CheckpointRecord, graphs: dict[str | None, PipelineGraph]) -> CheckpointInfo:
+        if cp.plan_version not in graphs:
+            graphs[cp.plan_version] = PipelineGraph.from_json(self.catalog.get_plan(cp.plan_version or "").plan_json)
+        g = graphs[cp.plan_version]
+        start_us = g.origin_us + cp.window * g.cycle_window_us
+        epoch = datetime(1970, 1, 1, tzinfo=UTC)
+        return CheckpointInfo(
+            job=cp.job,
+            window=cp.window,
+            window_start=epoch + timedelta(microseconds=start_us),
+            window_end=epoch + timedelta(microseconds=start_us + g.cycle_window_us),
+            plan_version=cp.plan_version,
+            rows_in=cp.rows_in,
+            rows_out=cp.rows_out,
+            status=cp.status.value,
+            created=cp.created,
+            snapshot_uri=cp.snapshot_uri,
+        )
+
+    def read_sink(self, job: str, sink: str) -> Any:
+        from ..runtime.commit import read_collected
+
+        self.catalog.get_job(job)
+        return read_collected(self.config.home, job, sink)
+
+    # -- compiling -------------------------------------------------------------------------
+    def _compile(self, pipeline: str) -> RemotePlan:
+        if not pipeline or not pipeline.strip():
+            raise InvalidArgumentError("the pipeline reference is empty: give path/to/file.py:attr or module:attr")
+        assert self.pool is not None
+        done = self.pool.compile(self.config.spark_master, pipeline)
+        if not done.ok:
+            raise compile_failure(done)
+        return plan_from(done.plan_json, done.plan_version, done.explain)
+
+    def compile(self, pipeline: str) -> tuple[CompileResult, str]:
+        plan = self._compile(pipeline)
+        g = plan.graph
+        result = CompileResult(
+            pipeline=g.name,
+            plan_version=plan.version,
+            operators=g.topological_order(),
+            stateful_operators=[v.id for v in g.vertices.values() if v.stateful],
+            sinks=list(sinks_of(plan)),  # type: ignore[arg-type]
+            cycle_window_s=g.cycle_window_us / 1e6,
+            explain=plan.explain,
+        )
+        return result, g.to_json()
+
+    def submit(self, pipeline: str, job: str | None) -> JobInfo:
+        plan = self._compile(pipeline)
+        name = job or plan.name
+        self.catalog.ensure_job(name, pipeline)
+        self.catalog.save_plan(plan.version, plan.name, plan.graph.to_json(), plan.graph.state_layout())
+        self.catalog.set_job_plan(name, plan.version)
+        return self.get_job(name)
+
+    def windows_for(self, pipeline: str, start_us: int, end_us: int) -> tuple[int, int]:
+        if end_us <= start_us:
+            raise InvalidArgumentError("the end of the range must be after its start")
+        g = self._compile(pipeline).graph
+        return (start_us - g.origin_us) // g.cycle_window_us, (end_us - 1 - g.origin_us) // g.cycle_window_us
+
+    # -- running ---------------------------------------------------------------------------
+    def _effective_last(self, job: str) -> int | None:
+        """The last window complete once the recovery replays a staged commit."""
+        last = self.catalog.last_checkpoint(job)
+        w = last.window if last else None
+        for cyc in self.catalog.staged_cycles(job):
+            if w is None or cyc.window == w + 1:
+                w = cyc.window
+        return w
+
+    def _check_request(self, job: str | None, spec: RunSpec) -> None:
+        for name, v in (("first", spec.first), ("last", spec.last)):
+            if v is not None and v < 0:
+                raise InvalidArgumentError(f"the {name} window must not be negative, got {v}")
+        if spec.first is not None and spec.last is not None and spec.last < spec.first:
+            raise InvalidArgumentError(f"the last window ({spec.last}) is before the first ({spec.first})")
+        if spec.mode == "range" and spec.last is None and not spec.until_caught_up:
+            raise InvalidArgumentError("give the last window (--to TIME / --to-window N) or --until-caught-up")
+        if spec.spark_master and not spec.spark_master.startswith(("local", "spark://", "sc://")):
+            raise InvalidArgumentError(
+                f"unsupported Spark master {spec.spark_master!r}: use local[N], spark://host:port or sc://host:port"
+            )
+        if job is None:
+            return
+        if self.runner(job) is not None:
+            raise JobStateError(f"job '{job}' is already running on this controller; stop it first")
+        try:
+            self.catalog.get_job(job)
+        except JobNotFoundError:
+            return
+        if spec.first is not None and not spec.reset_state:
+            from ..errors import WindowGapError
+
+            last = self._effective_last(job)
+            if last is not None and spec.first > last + 1:
+                raise WindowGapError(job, last + 1, spec.first - 1, spec.first,
+                                     hint=f"e.g. --from-window {last + 1}, or set depends_on_past in Airflow")
+
+    def begin(self, pipeline: str, job: str | None, spec: RunSpec,
+              listener: queue.Queue[Any] | None = None) -> JobRunner:
+        """Start a run; returns once it has begun (or raises what stopped it from starting)."""
+        if not pipeline or not pipeline.strip():
+            raise InvalidArgumentError("the pipeline reference is empty: give path/to/file.py:attr or module:attr")
+        job = job or None
+        self._check_request(job, spec)
+        runner = JobRunner(self, job, pipeline, spec)
+        if listener is not None:
+            runner.listeners.append(listener)
+        if job is not None:
+            self.register(runner)
+            runner.registered = True
+        runner.start()
+        runner.started.wait()
+        if runner.error is not None:  # it ended before its first round: the request fails
+            raise runner.error
+        return runner
+
+    def stop(self, job: str, drain: bool, timeout: float | None) -> JobInfo:
+        runner = self.runner(job)
+        if runner is None:
+            rec = self.catalog.get_job(job)
+            if is_terminal(rec.state) or rec.state == JobState.CREATED:
+                return self.job_info(rec)
+            gen = self.catalog.acquire(job)
+            walk_to(self.catalog, job, JobState.STOPPED, "stopped on request (no run of it was under way here)", gen)
+            return self.get_job(job)
+        runner.spec.stop = True
+        try:
+            runner.save_spec()
+        except LockgateError:
+            log.exception("cannot record the stop request of job %s", job)
+        runner.request_stop(drain)
+        runner.done.wait(timeout)
+        return self.get_job(job)
+
+    def restore(self, job: str, window: int, reset_state: bool) -> JobInfo:
+        rec = self.catalog.get_job(job)
+        with self.lock:
+            if job in self.runners:
+                raise JobStateError(f"job '{job}' is running; stop it before restoring it to window {window}")
+            if job in self._restoring:
+                raise JobStateError(f"job '{job}' is being restored already")
+            self._restoring.add(job)
+        try:
+            try:
+                self.catalog.get_checkpoint(job, window)
+            except CheckpointNotFoundError as err:
+                # the job exists, the window has no checkpoint: a precondition of the restore fails
+                raise JobStateError(str(err)) from err
+            return self._restore(rec, window, reset_state)
+        finally:
+            with self.lock:
+                self._restoring.discard(job)
+
+    def _restore(self, rec: JobRecord, window: int, reset_state: bool) -> JobInfo:
+        job = rec.name
+        sinks: dict[str, Any] = {}
+        if rec.plan_version:
+            graph = PipelineGraph.from_json(self.catalog.get_plan(rec.plan_version).plan_json)
+            sinks = sinks_of(RemotePlan(graph))  # type: ignore[arg-type]
+        generation = self.catalog.acquire(job)
+
+        def to(state: JobState, reason: str) -> None:
+            self.catalog.transition(job, state, reason, expected_generation=generation)
+
+        if is_terminal(rec.state) or rec.state == JobState.CREATED:
+            to(JobState.COMPILING, f"restore to window {window} requested")
+            to(JobState.SCHEDULING, f"rolling back to window {window}")
+        elif rec.state == JobState.COMPILING:
+            to(JobState.SCHEDULING, f"rolling back to window {window}")
+        elif rec.state != JobState.RECOVERING:
+            to(JobState.RECOVERING, f"restore to window {window} requested while {rec.state.value}")
+        rolled = self.catalog.rollback_to(job, window, generation)
+        home = self.config.home
+        for cyc in self.catalog.abort_open_cycles(job, staged_after=window, reason=f"restore to window {window}"):
+            for name, staged in (cyc.manifest.get("staged") or {}).items():
+                sink = (cyc.manifest.get("sinks") or {}).get(name) or sinks.get(name)
+                if sink:
+                    committer_for(sink, home).discard(staged)
+        for name, sink in sinks.items():
+            committer_for(sink, home).retract_after(job, name, window)
+        options = {k: v for k, v in (rec.options or {}).items() if k != RUN_KEY}
+        if reset_state:
+            options["reset_state_at"] = window
+        self.catalog.ensure_job(job, rec.pipeline_ref, options)
+        to(JobState.STOPPING, "rolled back")
+        what = f"windows {rolled[0]}..{rolled[-1]} rolled back" if rolled else "nothing after it to roll back"
+        note = "; keyed state will be reset" if reset_state else ""
+        to(JobState.STOPPED, f"restored to window {window} on request ({what}{note}); next run resumes at {window + 1}")
+        return self.get_job(job)
+
+    # -- watching ----------------------------------------------------------------------------
+    def watch(self, job: str, timeout: float | None, is_active: Callable[[], bool]) -> Iterator[JobEvent]:
+        self.catalog.get_job(job)
+        q = self.hub.subscribe(job)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            while is_active():
+                try:
+                    item = q.get(timeout=0.5)
+                except queue.Empty:
+                    item = _END
+                if item is not _END:
+                    yield item
+                elif self.runner(job) is None and is_terminal(self.catalog.get_job(job).state) and q.empty():
+                    return
+                if deadline is not None and time.monotonic() > deadline:
+                    return
+        finally:
+            self.hub.unsubscribe(job, q)

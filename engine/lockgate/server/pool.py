@@ -1,0 +1,482 @@
+"""Worker processes as the controller sees them: spawn, connect, heartbeats, loss, fencing.
+
+A worker is a ``python -m lockgate.server.worker`` process in its own process group
+(its Spark driver JVM included), holding one SparkSession. It connects back
+(WorkerConnect: the ``Connect`` stream of tasks), heartbeats, and answers the tasks it is
+sent (compile, assign to a job, execute a cycle). Idle workers wait in the pool: the
+controller keeps ``standby_workers`` of them warm on its default Spark master, so a compile
+or a recovery does not wait for a JVM to start.
+
+A worker is **lost** when its process exits, its task stream closes, it misses the
+heartbeat deadline, or it does not connect in time. A lost worker is fenced (every later
+heartbeat or report of it is refused with ABORTED) and, by default, its process group is
+killed. A worker assigned to a job never goes back to the pool: when the run ends, it is
+shut down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from ..errors import FencedError, InvalidArgumentError
+from ..logs import get_logger, log_event
+from .config import ServerConfig
+from .errors import ResourceExhaustedError, WorkerLostError, WorkerStartError
+from .generated import lockgate_worker_pb2 as wpb
+
+log = get_logger("server.pool")
+
+
+class WState(StrEnum):
+    STARTING = "STARTING"  # spawned, not connected yet
+    IDLE = "IDLE"  # connected, in the pool
+    BUSY = "BUSY"  # compiling for someone, or assigned to a job
+    LOST = "LOST"  # died / missed its heartbeat deadline: fenced
+    CLOSED = "CLOSED"  # shut down on purpose
+
+
+_ALIVE = (WState.STARTING, WState.IDLE, WState.BUSY)
+
+
+def tail(path: Path | None, lines: int = 15) -> str:
+    """The last lines of a worker's log (for error messages)."""
+    if path is None or not path.exists():
+        return ""
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return "\n".join(text[-lines:])
+
+
+class WorkerHandle:
+    """One worker process."""
+
+    def __init__(self, worker_id: str, master: str, log_path: Path | None):
+        self.id = worker_id
+        self.master = master
+        self.log_path = log_path
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.state = WState.STARTING
+        self.reserved_for: str | None = None  # who waits for this starting worker
+        self.job: str | None = None
+        self.generation = 0
+        self.spawned = time.monotonic()
+        self.connected = False
+        self.last_seen: float | None = None
+        self.idle_since = time.monotonic()
+        self.status = "starting"
+        self.hello: Any = None
+        self.lost_reason: str | None = None
+        self.lost_at: float | None = None
+        self.tasks: queue.Queue[Any] = queue.Queue()
+        self.pending: dict[int, Any] = {}
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else (self.hello.pid if self.hello else None)
+
+    def describe(self) -> str:
+        return f"worker {self.id} (pid {self.pid}, generation {self.generation})"
+
+
+class WorkerPool:
+    """All workers of a controller."""
+
+    def __init__(self, config: ServerConfig, advertise: str, on_lost: Callable[[WorkerHandle], None] | None = None):
+        self.config = config
+        self.advertise = advertise
+        self.on_lost = on_lost or (lambda h: None)
+        self.handles: dict[str, WorkerHandle] = {}
+        self.cond = threading.Condition(threading.RLock())
+        self._ids = itertools.count(1)
+        self._closing = False
+        self._spawn_failures = 0
+        self._next_standby_spawn = 0.0
+        self.log_dir = Path(config.home) / "logs" / "workers"
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._monitor = threading.Thread(target=self._watch, name="lockgate-worker-monitor", daemon=True)
+        self._monitor.start()
+
+    # -- spawning ----------------------------------------------------------------------
+    def _spawn(self, master: str, reserved_for: str | None) -> WorkerHandle:
+        with self.cond:
+            if self._closing:
+                raise WorkerStartError("the controller is shutting down")
+            alive = [h for h in self.handles.values() if h.state in _ALIVE]
+            if len(alive) >= self.config.max_workers:
+                raise ResourceExhaustedError(
+                    f"the controller runs {len(alive)} workers, its limit (--max-workers "
+                    f"{self.config.max_workers}); stop a job or raise the limit"
+                )
+            wid = f"w{next(self._ids)}-{uuid.uuid4().hex[:8]}"
+            h = WorkerHandle(wid, master, self.log_dir / f"{wid}.log")
+            h.reserved_for = reserved_for
+            self.handles[wid] = h
+        cfg = self.config
+        cmd = [
+            sys.executable, "-m", "lockgate.server.worker",
+            "--controller", self.advertise,
+            "--worker-id", wid,
+            "--spark-master", master,
+            "--home", cfg.home,
+            "--snapshots", str(cfg.snapshots),
+            "--heartbeat-interval", str(cfg.heartbeat_interval_s),
+            "--heartbeat-timeout", str(cfg.heartbeat_timeout_s),
+            "--parent-pid", str(os.getpid()),
+        ]
+        if cfg.tls:
+            cmd += ["--tls", "--tls-ca", cfg.tls_ca or str(cfg.tls_cert)]
+            if cfg.tls_server_name:
+                cmd += ["--tls-server-name", cfg.tls_server_name]
+        for k, v in sorted(cfg.spark_conf.items()):
+            cmd += ["--spark-conf", f"{k}={v}"]
+        env = {k: v for k, v in os.environ.items() if k not in ("LOCKGATE_TOKEN", "LOCKGATE_FAULT")}
+        if cfg.token:
+            env["LOCKGATE_TOKEN"] = cfg.token
+        env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        env.setdefault("PYSPARK_PYTHON", sys.executable)
+        assert h.log_path is not None
+        with open(h.log_path, "ab") as out:
+            try:
+                h.proc = subprocess.Popen(
+                    cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
+                    start_new_session=True, cwd=cfg.home,
+                )
+            except OSError as err:
+                with self.cond:
+                    h.state = WState.LOST
+                    h.lost_reason = f"cannot start a worker process: {err}"
+                raise WorkerStartError(h.lost_reason) from err
+        log_event(log, "worker_spawned", worker=wid, pid=h.proc.pid, master=master, log=str(h.log_path))
+        return h
+
+    # -- taking workers ----------------------------------------------------------------
+    def take(self, master: str, job: str, stop: threading.Event | None = None) -> WorkerHandle:
+        """A connected worker on ``master``, now BUSY for ``job`` (from the pool, or a new one)."""
+        with self.cond:
+            h = self._idle(master)
+            if h is None:
+                h = self._starting(master)
+                if h is not None:
+                    h.reserved_for = job
+            else:
+                h.state = WState.BUSY
+        if h is None:
+            h = self._spawn(master, reserved_for=job)
+        self._wait_connected(h, stop, f"for job '{job}'")
+        with self.cond:
+            h.state = WState.BUSY
+            h.job = job
+            h.reserved_for = None
+        return h
+
+    def _idle(self, master: str) -> WorkerHandle | None:
+        for h in self.handles.values():
+            if h.state == WState.IDLE and h.master == master:
+                return h
+        return None
+
+    def _starting(self, master: str) -> WorkerHandle | None:
+        for h in self.handles.values():
+            if h.state == WState.STARTING and h.master == master and h.reserved_for is None:
+                return h
+        return None
+
+    def _wait_connected(self, h: WorkerHandle, stop: threading.Event | None, purpose: str) -> None:
+        with self.cond:
+            while not (h.connected and h.state in (WState.IDLE, WState.BUSY)):
+                if h.state in (WState.LOST, WState.CLOSED):
+                    log_tail = tail(h.log_path)
+                    raise WorkerStartError(
+                        f"{h.describe()} on {h.master} {purpose} did not start: {h.lost_reason}"
+                        + (f"; its log ({h.log_path}) ends with:\n{log_tail}" if log_tail else "")
+                    )
+                if stop is not None and stop.is_set():
+                    h.reserved_for = None
+                    raise WorkerStartError(f"stop requested while {h.describe()} was starting")
+                self.cond.wait(0.2)
+
+    def compile(self, master: str, pipeline: str) -> Any:
+        """Compile ``pipeline`` on an idle worker (started when there is none); the worker
+        goes back to the pool. Returns the CompileDoneRequest."""
+        with self.cond:
+            h = self._idle(master)
+            if h is not None:
+                h.state = WState.BUSY
+            else:
+                h = self._starting(master)
+                if h is not None:
+                    h.reserved_for = "compile"
+        if h is None:
+            h = self._spawn(master, reserved_for="compile")
+        self._wait_connected(h, None, "to compile")
+        with self.cond:
+            h.state = WState.BUSY
+            h.reserved_for = None
+        try:
+            rid = self.next_request_id()
+            done = self.call(
+                h, rid, wpb.WorkerTask(compile=wpb.Compile(request_id=rid, pipeline=pipeline)),
+                timeout=self.config.compile_timeout_s,
+            )
+        finally:
+            with self.cond:
+                if h.state == WState.BUSY:
+                    h.state = WState.IDLE
+                    h.idle_since = time.monotonic()
+                self.cond.notify_all()
+        return done
+
+    # -- requests ------------------------------------------------------------------------
+    def next_request_id(self) -> int:
+        return int(time.time() * 1000) * 1000 + next(self._ids) % 1000
+
+    def send(self, h: WorkerHandle, task: Any) -> None:
+        h.tasks.put(task)
+
+    def call(
+        self,
+        h: WorkerHandle,
+        request_id: int,
+        task: Any,
+        timeout: float | None = None,
+        on_wait: Callable[[], None] | None = None,
+    ) -> Any:
+        """Send ``task`` and wait for the report answering ``request_id``.
+
+        Raises WorkerLostError as soon as the worker is lost (dead, deadline missed)."""
+        t0 = time.monotonic()
+        with self.cond:
+            if h.state in (WState.LOST, WState.CLOSED):
+                raise WorkerLostError(f"{h.describe()} is lost: {h.lost_reason}")
+            h.pending[request_id] = None
+        h.tasks.put(task)
+        try:
+            while True:
+                with self.cond:
+                    answer = h.pending.get(request_id)
+                    if answer is not None:
+                        return answer
+                    if h.state in (WState.LOST, WState.CLOSED):
+                        raise WorkerLostError(f"{h.describe()} lost: {h.lost_reason}")
+                    self.cond.wait(0.1)
+                if on_wait is not None:
+                    on_wait()
+                if timeout is not None and time.monotonic() - t0 > timeout:
+                    self.mark_lost(h, f"no answer to request {request_id} within {timeout:g}s")
+        finally:
+            with self.cond:
+                h.pending.pop(request_id, None)
+
+    # -- the worker side of the protocol --------------------------------------------------
+    def _known(self, worker_id: str, generation: int, what: str) -> WorkerHandle:
+        h = self.handles.get(worker_id)
+        if h is None:
+            raise FencedError(
+                f"{what} refused: worker {worker_id} is not a worker of this controller (a controller restarted "
+                "since it was started, or it was never started here); it must stop"
+            )
+        if h.state in (WState.LOST, WState.CLOSED):
+            raise FencedError(
+                f"{what} refused: {h.describe()} was replaced ({h.lost_reason or 'shut down'}); "
+                "it is fenced and must stop"
+            )
+        if generation and h.generation and generation != h.generation:
+            raise FencedError(
+                f"{what} refused: generation {generation} of worker {worker_id} is fenced, the job is at "
+                f"generation {h.generation}"
+            )
+        return h
+
+    def register_connection(self, hello: Any) -> WorkerHandle:
+        """WorkerConnect: a spawned worker connected; raises FencedError for a stranger."""
+        with self.cond:
+            h = self._known(hello.worker_id, hello.generation, "WorkerConnect")
+            if h.connected:
+                raise FencedError(f"WorkerConnect refused: worker {hello.worker_id} is connected already")
+            h.connected = True
+            h.hello = hello
+            h.last_seen = time.monotonic()
+            h.idle_since = time.monotonic()
+            if h.state == WState.STARTING:
+                h.state = WState.IDLE if h.reserved_for is None else WState.BUSY
+            self._spawn_failures = 0
+            self.cond.notify_all()
+        log_event(log, "worker_connected", worker=h.id, pid=hello.pid, address=hello.address, slots=hello.slots,
+                  master=hello.spark_master, app=hello.spark_app_id,
+                  startup_s=round(time.monotonic() - h.spawned, 2))
+        return h
+
+    def tasks_of(self, h: WorkerHandle, is_active: Callable[[], bool]) -> Iterator[Any]:
+        """The task stream of a connected worker; ends when the worker is released or lost."""
+        while True:
+            try:
+                task = h.tasks.get(timeout=0.5)
+            except queue.Empty:
+                if not is_active() or h.state in (WState.LOST, WState.CLOSED):
+                    return
+                continue
+            if task is None:
+                return
+            yield task
+
+    def stream_closed(self, worker_id: str) -> None:
+        h = self.handles.get(worker_id)
+        if h is not None and h.state in _ALIVE:
+            self.mark_lost(h, "its task stream closed (the worker process died or disconnected)")
+
+    def heartbeat(self, req: Any) -> None:
+        with self.cond:
+            h = self._known(req.worker_id, req.generation, "heartbeat")
+            h.last_seen = time.monotonic()
+            h.status = req.status
+
+    def report(self, req: Any, what: str) -> None:
+        with self.cond:
+            h = self._known(req.worker_id, req.generation, what)
+            h.last_seen = time.monotonic()
+            if req.request_id not in h.pending:
+                raise FencedError(f"{what} refused: {h.describe()} has no open request {req.request_id}")
+            h.pending[req.request_id] = req
+            self.cond.notify_all()
+
+    # -- loss and shutdown -----------------------------------------------------------------
+    def mark_lost(self, h: WorkerHandle, reason: str) -> None:
+        with self.cond:
+            if h.state in (WState.LOST, WState.CLOSED):
+                return
+            was = h.state
+            h.state = WState.LOST
+            h.lost_reason = reason
+            h.lost_at = time.monotonic()
+            h.tasks.put(None)
+            self.cond.notify_all()
+            if was == WState.STARTING and not h.connected:
+                self._spawn_failures += 1
+        log_event(log, "worker_lost", worker=h.id, pid=h.pid, job=h.job, generation=h.generation, reason=reason)
+        if self.config.kill_lost_workers:
+            self._kill(h)
+        with contextlib.suppress(Exception):
+            self.on_lost(h)
+
+    def _kill(self, h: WorkerHandle) -> None:
+        if h.proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(h.proc.pid, signal.SIGKILL)
+
+    def release(self, h: WorkerHandle, reason: str = "run ended") -> None:
+        """Shut a worker down (it is never reused after a job)."""
+        with self.cond:
+            if h.state in (WState.LOST, WState.CLOSED):
+                return
+            h.state = WState.CLOSED
+            h.lost_reason = f"shut down: {reason}"
+            h.tasks.put(wpb.WorkerTask(shutdown=wpb.Shutdown(reason=reason)))
+            h.tasks.put(None)
+            self.cond.notify_all()
+        log_event(log, "worker_released", worker=h.id, pid=h.pid, reason=reason)
+
+        def reap() -> None:
+            if h.proc is None:
+                return
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                h.proc.wait(20)
+            self._kill(h)  # the JVM and any Python workers of Spark
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                h.proc.wait(5)
+
+        threading.Thread(target=reap, name=f"lockgate-reap-{h.id}", daemon=True).start()
+
+    def close(self) -> None:
+        self._closing = True
+        with self.cond:
+            handles = list(self.handles.values())
+        for h in handles:
+            self.release(h, "controller shutting down")
+        deadline = time.monotonic() + 10
+        for h in handles:
+            if h.proc is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    h.proc.wait(max(0.1, deadline - time.monotonic()))
+                self._kill(h)
+
+    # -- the monitor -------------------------------------------------------------------------
+    def _watch(self) -> None:
+        while not self._closing:
+            try:
+                self._check()
+            except Exception:  # the monitor must survive anything
+                log.exception("worker monitor failed")
+            time.sleep(0.1)
+
+    def _check(self) -> None:
+        now = time.monotonic()
+        cfg = self.config
+        lost: list[tuple[WorkerHandle, str]] = []
+        release: list[WorkerHandle] = []
+        with self.cond:
+            for h in list(self.handles.values()):
+                if h.state in (WState.LOST, WState.CLOSED):
+                    if h.proc is not None:
+                        h.proc.poll()  # reap
+                    if h.lost_at is not None and now - h.lost_at > 300 and (h.proc is None or h.proc.returncode is not None):
+                        del self.handles[h.id]
+                    continue
+                code = h.proc.poll() if h.proc is not None else None
+                if code is not None:
+                    lost.append((h, f"the worker process exited with code {code}"))
+                elif h.last_seen is not None and now - h.last_seen > cfg.heartbeat_timeout_s:
+                    lost.append((h, f"missed the heartbeat deadline: no heartbeat for {now - h.last_seen:.1f}s "
+                                    f"(timeout {cfg.heartbeat_timeout_s:g}s)"))
+                elif not h.connected and now - h.spawned > cfg.worker_start_timeout_s:
+                    lost.append((h, f"did not connect within {cfg.worker_start_timeout_s:g}s"))
+                elif (h.state == WState.IDLE and now - h.idle_since > cfg.worker_idle_timeout_s
+                      and self._standby_count(h.master) > self._standby_target(h.master)):
+                    release.append(h)
+        for h, reason in lost:
+            self.mark_lost(h, reason)
+        for h in release:
+            self.release(h, f"idle for {cfg.worker_idle_timeout_s:g}s")
+        self._refill()
+
+    def _standby_target(self, master: str) -> int:
+        return self.config.standby_workers if master == self.config.spark_master else 0
+
+    def _standby_count(self, master: str) -> int:
+        return sum(
+            1 for h in self.handles.values()
+            if h.master == master and (h.state == WState.IDLE or (h.state == WState.STARTING and h.reserved_for is None))
+        )
+
+    def _refill(self) -> None:
+        master = self.config.spark_master
+        with self.cond:
+            missing = self._standby_target(master) - self._standby_count(master)
+            if missing <= 0 or time.monotonic() < self._next_standby_spawn or self._closing:
+                return
+            # a standby that keeps dying before it connects (no Java, a wrong master) must not spin
+            self._next_standby_spawn = time.monotonic() + min(60.0, 0.5 * 2 ** min(self._spawn_failures, 7))
+        try:
+            self._spawn(master, reserved_for=None)
+        except (ResourceExhaustedError, WorkerStartError, InvalidArgumentError) as err:
+            log_event(log, "standby_not_started", reason=str(err))
+
+    # -- inspection ------------------------------------------------------------------------
+    def workers(self) -> list[WorkerHandle]:
+        with self.cond:
+            return list(self.handles.values())

@@ -1,0 +1,1 @@
+"""Lockgate provider: operators."""

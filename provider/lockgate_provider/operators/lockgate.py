@@ -1,0 +1,830 @@
+"""Operators that drive Lockgate pipelines from Airflow.
+
+* :class:`LockgateCompileOperator`: compile a pipeline, register its plan version, return a summary.
+* :class:`LockgateRunWindowsOperator`: run the cycle windows of the DAG run's data interval,
+  in order, resuming from the last checkpoint on retry; one asset event per window.
+* :class:`LockgateStartPipelineOperator` / :class:`LockgateStopPipelineOperator`: a
+  continuous pipeline.
+* :class:`LockgateRestoreOperator`: roll a job back to a chosen window, on purpose.
+
+All of them talk to Lockgate through :class:`~lockgate_provider.hooks.lockgate.LockgateHook`
+(the embedded engine, or a controller) and link to their job.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import Asset, AssetAlias, BaseOperator, ResumableJobMixin
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from lockgate.errors import (
+    CompileError,
+    JobNotFoundError,
+    JobStateError,
+    LockgateError,
+    PipelineLoadError,
+    WindowGapError,
+)
+
+from lockgate_provider.assets import lockgate_asset
+from lockgate_provider.hooks.lockgate import LockgateHook
+from lockgate_provider.links.lockgate import LockgateJobLink
+from lockgate_provider.triggers.lockgate import LockgateRunTrigger
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+    from lockgate import Client, JobInfo
+
+ACTIVE_STATES = frozenset({"COMPILING", "SCHEDULING", "RUNNING", "RECOVERING", "STOPPING"})
+COMPLETE = "COMPLETE"
+
+
+class LockgateWindowGapError(AirflowException):
+    """Windows were asked for while an earlier window of the job is not complete."""
+
+
+# -- helpers ---------------------------------------------------------------------------
+def as_datetime(value: Any, what: str) -> datetime | None:
+    """A timezone-aware datetime from a datetime, a pendulum DateTime or an ISO string."""
+    if value is None or value == "" or value == "None":
+        return None
+    if isinstance(value, datetime):
+        dt = value
+    else:
+        try:
+            dt = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise AirflowFailException(f"{what}={value!r} is not an ISO date-time (e.g. 2026-01-01T00:00:00+00:00)") from None
+    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+
+
+def as_window(value: Any, what: str) -> int | None:
+    """A window id from an int or a (templated) string of digits."""
+    if value is None or value == "" or value == "None":
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise AirflowFailException(f"{what}={value!r} is not a window id (an integer)") from None
+
+
+def _iso(dt: datetime | None) -> str | None:
+    return dt.isoformat() if dt else None
+
+
+class _LockgateOperatorMixin:
+    """The hook and the job link, shared by every Lockgate operator."""
+
+    lockgate_conn_id: str
+    spark_conn_id: str | None
+    operator_extra_links = (LockgateJobLink(),)
+
+    @cached_property
+    def hook(self) -> LockgateHook:
+        """The :class:`LockgateHook` of this task's connection."""
+        return LockgateHook(self.lockgate_conn_id, spark_conn_id=self.spark_conn_id)
+
+    def _link(self, context: Context, job: str) -> None:
+        url = self.hook.job_url(job)
+        LockgateJobLink.persist(context, self, url)
+        self.log.info("Lockgate job %r: %s", job, url)  # type: ignore[attr-defined]
+
+
+def _fail_on_user_error(err: LockgateError, what: str) -> AirflowException:
+    """A user error (bad pipeline, bad plan) as a failure that retrying cannot fix."""
+    return AirflowFailException(f"{what}: {err}")
+
+
+# -- compile ---------------------------------------------------------------------------
+class LockgateCompileOperator(_LockgateOperatorMixin, BaseOperator):
+    """Compile a Lockgate pipeline, register its plan version, and return a summary.
+
+    The summary (pushed to XCom) holds the pipeline name, the plan version (its hash), the
+    operators, the stateful operators, the sinks, the cycle window, the cycle windows of the
+    DAG run's data interval, the job it is registered as and the ``explain`` text.
+    A pipeline that does not compile fails the task (without retries) with the compile
+    error's own message, which names the operator and the fix.
+
+    .. seealso::
+        ``docs/airflow.md``, "LockgateCompileOperator".
+
+    :param pipeline: The pipeline, as ``path/to/file.py:attr`` or ``package.module:attr``
+        (templated). A controller loads it on its side: give a path it can read.
+    :param job: The job to register the plan under (templated); the pipeline's name by default.
+    :param register: Register the plan version with the job (``False``: only validate).
+    :param lockgate_conn_id: The Lockgate connection (``lockgate_default``).
+    :param spark_conn_id: An apache-spark ``spark`` / ``spark_connect`` connection for the
+        embedded engine's Spark (the Lockgate connection's ``spark_conn_id`` by default).
+    """
+
+    template_fields: Sequence[str] = ("pipeline", "job", "lockgate_conn_id")
+    ui_color = "#d6eaf8"
+
+    def __init__(
+        self,
+        *,
+        pipeline: str,
+        job: str | None = None,
+        register: bool = True,
+        lockgate_conn_id: str = LockgateHook.default_conn_name,
+        spark_conn_id: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.pipeline = pipeline
+        self.job = job
+        self.register = register
+        self.lockgate_conn_id = lockgate_conn_id
+        self.spark_conn_id = spark_conn_id
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        client = self.hook.get_conn()
+        try:
+            result = client.compile(self.pipeline)
+        except (CompileError, PipelineLoadError) as err:
+            raise _fail_on_user_error(err, f"Lockgate pipeline {self.pipeline!r} does not compile") from None
+        summary: dict[str, Any] = result.to_dict()
+        self.log.info(
+            "Compiled %s: plan version %s, %d operators (%d stateful), sinks %s, cycle window %ss\n%s",
+            result.pipeline, result.plan_version, len(result.operators), len(result.stateful_operators),
+            ", ".join(result.sinks), result.cycle_window_s, result.explain,
+        )
+        start = as_datetime(context.get("data_interval_start"), "data_interval_start")
+        end = as_datetime(context.get("data_interval_end"), "data_interval_end")
+        if start is not None and end is not None and end > start:
+            first, last = client.windows_for(self.pipeline, start, end)
+            summary["windows"] = {
+                "first": first, "last": last, "count": last - first + 1, "start": _iso(start), "end": _iso(end),
+            }
+        else:
+            summary["windows"] = None
+        job = self.job or result.pipeline
+        if self.register:
+            info = client.submit(self.pipeline, job)
+            job = info.name
+            self.log.info("Registered plan version %s as job %r (state %s)", info.plan_version, job, info.state)
+        summary["job"] = job
+        summary["registered"] = self.register
+        self._link(context, job)
+        return summary
+
+
+# -- run windows -----------------------------------------------------------------------
+class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, BaseOperator):
+    """Run the cycle windows of the DAG run's data interval, in order, exactly once each.
+
+    The data interval ``[data_interval_start, data_interval_end)`` (or ``start`` / ``end``,
+    or explicit ``first_window`` / ``last_window``) maps to a range of cycle windows through
+    ``Client.windows_for``. Windows run strictly in order:
+
+    * windows already committed (by an earlier attempt, or an earlier run of this DAG run)
+      are never run again: a **retry resumes from the last completed window**, restoring
+      the job's keyed state from its checkpoint. The job's identity is kept in the task
+      state store (:class:`~airflow.sdk.ResumableJobMixin`), so a retry re-attaches to a
+      run still going on the controller instead of starting another;
+    * a **gap** (an earlier window of the job not complete) fails the task with a message
+      naming the missing windows, their time range and the fix;
+    * with a controller the task is **deferrable** (default): it starts the run and hands
+      it to :class:`~lockgate_provider.triggers.lockgate.LockgateRunTrigger`, freeing the
+      worker slot. With the embedded engine the windows run synchronously in the task's
+      process (the run cannot outlive it);
+    * killing the task stops the run **at a window boundary**: the window in progress
+      finishes and is checkpointed (``on_kill``, and the trigger's ``on_kill`` when deferred).
+
+    Each completed window emits an **asset event**: through every
+    :class:`~airflow.sdk.AssetAlias` in ``outlets``, one event per window on
+    ``window_asset`` (default :func:`~lockgate_provider.assets.lockgate_asset` of the job),
+    each with ``job``, ``window``, ``window_start``, ``window_end``, ``rows_in``,
+    ``rows_out`` in its extra; every plain :class:`~airflow.sdk.Asset` in ``outlets`` gets one
+    event whose extra has the run's totals and a ``windows`` map, and, with
+    ``partition_by_window=True``, one partition key per window (its start,
+    ``%Y-%m-%dT%H:%M:%S`` UTC, what Airflow's temporal partition mappers read).
+
+    Returns (XCom) the run's summary: job, windows, rows in and out, and the checkpoints.
+
+    .. seealso::
+        ``docs/airflow.md``, "LockgateRunWindowsOperator".
+
+    :param pipeline: The pipeline, ``path/to/file.py:attr`` or ``package.module:attr`` (templated).
+    :param job: The job name (templated); the pipeline's name by default. Keep it the same
+        for every DAG run: windows of one job run in order across runs.
+    :param start: Start of the event-time range (templated; default ``data_interval_start``).
+    :param end: End of the range, exclusive (templated; default ``data_interval_end``).
+    :param first_window: Explicit first window id (templated); overrides ``start``/``end``.
+    :param last_window: Explicit last window id, inclusive (templated).
+    :param deferrable: Defer to the triggerer while a controller runs the windows (default
+        ``True``); ignored with the embedded engine, which runs synchronously.
+    :param poll_interval: Seconds between two looks at the job when following it.
+    :param reset_state: Start this run with empty keyed state (after a restore, or a plan
+        change that alters the state layout).
+    :param window_asset: The asset that per-window events attach to through alias outlets.
+    :param partition_by_window: Give plain asset outlets one partition key per window.
+    :param stop_on_kill: Stop the job at a window boundary when the task is killed.
+    :param durable: Keep the job's identity in the task state store, so retries re-attach
+        (see :class:`~airflow.sdk.ResumableJobMixin`).
+    :param lockgate_conn_id: The Lockgate connection (``lockgate_default``).
+    :param spark_conn_id: apache-spark connection for the embedded engine's Spark.
+    """
+
+    template_fields: Sequence[str] = (
+        "pipeline", "job", "start", "end", "first_window", "last_window", "lockgate_conn_id",
+    )
+    ui_color = "#aed6f1"
+    external_id_key = "lockgate_run"
+
+    def __init__(
+        self,
+        *,
+        pipeline: str,
+        job: str | None = None,
+        start: str | datetime | None = None,
+        end: str | datetime | None = None,
+        first_window: int | str | None = None,
+        last_window: int | str | None = None,
+        deferrable: bool = True,
+        poll_interval: float = 5.0,
+        reset_state: bool = False,
+        window_asset: Asset | None = None,
+        partition_by_window: bool = False,
+        stop_on_kill: bool = True,
+        lockgate_conn_id: str = LockgateHook.default_conn_name,
+        spark_conn_id: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.pipeline = pipeline
+        self.job = job
+        self.start = start
+        self.end = end
+        self.first_window = first_window
+        self.last_window = last_window
+        self.deferrable = deferrable
+        self.poll_interval = poll_interval
+        self.reset_state = reset_state
+        self.window_asset = window_asset
+        self.partition_by_window = partition_by_window
+        self.stop_on_kill = stop_on_kill
+        self.lockgate_conn_id = lockgate_conn_id
+        self.spark_conn_id = spark_conn_id
+        self._kill: threading.Event | None = None  # made in execute(): operators are deep-copied
+        self._result: dict[str, Any] | None = None
+        self._window_rows: dict[int, dict[str, Any]] = {}
+        self._plan: dict[str, Any] = {}
+
+    # -- the range ----------------------------------------------------------------------
+    def _resolve(self, context: Context, client: Client) -> dict[str, Any]:
+        """Job name, window range and time range of this run."""
+        try:
+            compiled = client.compile(self.pipeline)
+        except (CompileError, PipelineLoadError) as err:
+            raise _fail_on_user_error(err, f"Lockgate pipeline {self.pipeline!r} does not compile") from None
+        job = self.job or compiled.pipeline
+        first = as_window(self.first_window, "first_window")
+        last = as_window(self.last_window, "last_window")
+        start = as_datetime(self.start, "start") or as_datetime(context.get("data_interval_start"), "data_interval_start")
+        end = as_datetime(self.end, "end") or as_datetime(context.get("data_interval_end"), "data_interval_end")
+        if first is None or last is None:
+            if start is None or end is None:
+                raise AirflowFailException(
+                    "LockgateRunWindowsOperator needs a time range: this DAG run has no data interval "
+                    "(schedule it with an interval timetable, e.g. CronDataIntervalTimetable), or pass "
+                    "start= and end= (or first_window= and last_window=)"
+                )
+            if end <= start:
+                wf, wl = 0, -1  # an empty interval: nothing to run
+            else:
+                wf, wl = client.windows_for(self.pipeline, start, end)
+            first = wf if first is None else first
+            last = wl if last is None else last
+        return {
+            "job": job, "first": first, "last": last, "start": start, "end": end,
+            "cycle_s": compiled.cycle_window_s, "plan_version": compiled.plan_version,
+        }
+
+    def execute(self, context: Context) -> Any:
+        self._kill = threading.Event()
+        client = self.hook.get_conn()
+        self._plan = plan = self._resolve(context, client)
+        self._link(context, plan["job"])
+        if plan["last"] < plan["first"]:
+            self.log.info("The range %s..%s holds no cycle window: nothing to run", plan["start"], plan["end"])
+            return self._finish(context)
+        self.log.info(
+            "Lockgate job %r: windows %d..%d (%d windows of %ss, %s to %s) via %s",
+            plan["job"], plan["first"], plan["last"], plan["last"] - plan["first"] + 1, plan["cycle_s"],
+            _iso(plan["start"]), _iso(plan["end"]), self.hook.address,
+        )
+        return self.execute_resumable(context)
+
+    # -- ResumableJobMixin --------------------------------------------------------------
+    def _external_id(self) -> dict[str, Any]:
+        p = self._plan
+        return {"job": p["job"], "first": p["first"], "last": p["last"], "controller": self.hook.address}
+
+    def _job_info(self, client: Client, job: str) -> JobInfo | None:
+        try:
+            return client.get_job(job)
+        except JobNotFoundError:
+            return None
+
+    def _check_gap(self, info: JobInfo | None) -> None:
+        p = self._plan
+        done = info.last_window if info is not None else None
+        if done is None or p["first"] <= done + 1:
+            return
+        # the missing windows' time range, from the last checkpoint (it always stays in the catalog)
+        gap_start = gap_end = None
+        try:
+            cps = self.hook.get_conn().list_checkpoints(p["job"])
+        except LockgateError:
+            cps = []
+        last_cp = max(cps, key=lambda c: c.window) if cps else None
+        if last_cp is not None and last_cp.window == done:
+            gap_start = last_cp.window_end
+            gap_end = gap_start + timedelta(seconds=p["cycle_s"]) * (p["first"] - done - 1)
+        missing = f"window {done + 1}" if done + 1 == p["first"] - 1 else f"windows {done + 1}..{p['first'] - 1}"
+        when = f" ({_iso(gap_start)} to {_iso(gap_end)})" if gap_start else ""
+        raise LockgateWindowGapError(
+            f"Lockgate job '{p['job']}' cannot run windows {p['first']}..{p['last']}: {missing}{when} "
+            f"not complete yet (the job's last complete window is {done}), and windows run strictly in order. "
+            "Fix: run the DAG run(s) of the earlier data interval first (trigger or clear them), and set "
+            "depends_on_past=True (with max_active_runs=1) on this task so that intervals always run in order."
+        )
+
+    def submit_job(self, context: Context) -> Any:
+        client = self.hook.get_conn()
+        p = self._plan
+        info = self._job_info(client, p["job"])
+        self._check_gap(info)
+        done = info.last_window if info is not None else None
+        if done is not None and done >= p["first"]:
+            self.log.info(
+                "Windows %d..%d of job %r are already committed (an earlier attempt or run): they are not run "
+                "again; resuming at window %d from the checkpoint of window %d",
+                p["first"], min(done, p["last"]), p["job"], done + 1, done,
+            )
+        if not self.hook.embedded:
+            try:
+                started = client.start_run(
+                    self.pipeline, job=p["job"], first=p["first"], last=p["last"], reset_state=self.reset_state
+                )
+            except WindowGapError as err:
+                raise LockgateWindowGapError(f"{err} Set depends_on_past=True on this task.") from None
+            self.log.info("Started job %r on %s (%s)", started.name, self.hook.address, started.state)
+        return self._external_id()
+
+    def get_job_status(self, external_id: Any, context: Context) -> str:
+        if not isinstance(external_id, dict) or external_id != self._external_id():
+            self.log.info("The stored Lockgate run %s is not this run's %s: starting afresh", external_id, self._external_id())
+            return "STALE"
+        info = self._job_info(self.hook.get_conn(), self._plan["job"])
+        if info is None:
+            return "NOT_FOUND"
+        if info.last_window is not None and info.last_window >= self._plan["last"]:
+            return COMPLETE
+        return info.state
+
+    def is_job_active(self, status: str) -> bool:
+        return status in ACTIVE_STATES
+
+    def is_job_succeeded(self, status: str) -> bool:
+        return status == COMPLETE
+
+    def poll_until_complete(self, external_id: Any, context: Context) -> Any:
+        if self.hook.embedded:
+            self._run_embedded(context)
+        elif self.deferrable:
+            self._defer()
+        else:
+            self._follow(context)
+        return self.get_job_result(external_id, context)
+
+    def get_job_result(self, external_id: Any, context: Context) -> Any:
+        return self._finish(context)
+
+    # -- the three ways to wait -----------------------------------------------------------
+    def _defer(self) -> None:
+        p = self._plan
+        self.defer(
+            trigger=LockgateRunTrigger(
+                job=p["job"],
+                first_window=p["first"],
+                last_window=p["last"],
+                lockgate_conn_id=self.lockgate_conn_id,
+                poll_interval=self.poll_interval,
+                stop_on_kill=self.stop_on_kill,
+            ),
+            method_name="execute_complete",
+            timeout=self.execution_timeout,
+        )
+
+    def _on_event(self, event: Any) -> None:
+        if event.kind == "cycle_done" and event.window is not None:
+            self._window_rows[event.window] = {"rows_in": event.rows_in, "rows_out": event.rows_out}
+
+    def _run_embedded(self, context: Context) -> None:
+        """Run the windows here, one round at a time, so that a kill stops at a window boundary."""
+        client = self.hook.get_conn()
+        p = self._plan
+        info = self._job_info(client, p["job"])
+        done = info.last_window if info is not None else None
+        begin = p["first"] if done is None else max(p["first"], done + 1)
+        total = p["last"] - begin + 1
+        for i, w in enumerate(range(begin, p["last"] + 1)):
+            if self._kill is not None and self._kill.is_set():
+                raise AirflowException(
+                    f"Killed: stopped cleanly at the window boundary after window {w - 1}; windows "
+                    f"{p['first']}..{w - 1} are committed and a retry resumes at window {w}"
+                )
+            t0 = time.monotonic()
+            try:
+                client.run(
+                    self.pipeline, job=p["job"], first=w, last=w,
+                    reset_state=self.reset_state and w == begin, on_event=self._on_event,
+                )
+            except WindowGapError as err:
+                raise LockgateWindowGapError(f"{err} Set depends_on_past=True on this task.") from None
+            except (CompileError, PipelineLoadError) as err:
+                raise _fail_on_user_error(err, f"Lockgate pipeline {self.pipeline!r} does not compile") from None
+            except Exception as err:
+                committed = f"windows {p['first']}..{w - 1} are committed" if w > p["first"] else "no window of this run is committed"
+                raise AirflowException(
+                    f"Lockgate job '{p['job']}' failed in window {w}: {type(err).__name__}: {err}. "
+                    f"{committed}; a retry restores the checkpoint of window {w - 1} and resumes at window {w}."
+                ) from err
+            rows = self._window_rows.get(w, {})
+            self.log.info(
+                "Window %d committed (%d/%d): %s rows in, %s rows out, %.1fs",
+                w, i + 1, total, rows.get("rows_in", "?"), rows.get("rows_out", "?"), time.monotonic() - t0,
+            )
+
+    def _follow(self, context: Context) -> None:
+        """Follow a controller's run from the worker (``deferrable=False``)."""
+        client = self.hook.get_conn()
+        p = self._plan
+        seen = None
+        while True:
+            if self._kill is not None and self._kill.is_set():
+                raise AirflowException(f"Killed: job '{p['job']}' asked to stop at a window boundary")
+            info = client.get_job(p["job"])
+            if info.last_window is not None and info.last_window >= p["last"]:
+                return
+            if info.last_window != seen:
+                seen = info.last_window
+                self.log.info("Job %r is %s at window %s (running to %d)", p["job"], info.state, seen, p["last"])
+            if info.state == "FAILED":
+                self._raise_failed(info.last_error, info.last_window)
+            if info.state in ("STOPPED", "FINISHED"):
+                raise AirflowException(
+                    f"Lockgate job '{p['job']}' is {info.state} at window {info.last_window}, before window "
+                    f"{p['last']}; a retry resumes at window {(info.last_window or p['first'] - 1) + 1}"
+                )
+            time.sleep(self.poll_interval)
+
+    def _raise_failed(self, error: str | None, done: int | None) -> None:
+        p = self._plan
+        nxt = p["first"] if done is None or done < p["first"] else done + 1
+        raise AirflowException(
+            f"Lockgate job '{p['job']}' failed: {error or 'no error recorded'}. Windows up to {done} are committed; "
+            f"a retry restores the checkpoint of window {done} and resumes at window {nxt}."
+        )
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
+        """Resume after :class:`LockgateRunTrigger` fired."""
+        client = self.hook.get_conn()
+        self._plan = self._resolve(context, client)
+        self._link(context, self._plan["job"])
+        status = event.get("status")
+        if status == "success":
+            self.log.info("Trigger: %s", event.get("message"))
+            return self._finish(context)
+        if status == "incomplete":
+            info = self._job_info(client, self._plan["job"])
+            if info is not None and info.state in ACTIVE_STATES:
+                self.log.info("Job %r is %s again: following it", self._plan["job"], info.state)
+            else:
+                self.log.warning("%s: starting the remaining windows", event.get("message"))
+                self.submit_job(context)
+            self._defer()
+        self._raise_failed(event.get("message"), event.get("last_complete"))
+        return None  # unreachable
+
+    # -- the result and the asset events ------------------------------------------------
+    def _finish(self, context: Context) -> dict[str, Any]:
+        if self._result is not None:
+            return self._result
+        p = self._plan
+        client = self.hook.get_conn()
+        cps: dict[int, Any] = {}
+        if p["last"] >= p["first"]:
+            try:
+                cps = {c.window: c for c in client.list_checkpoints(p["job"]) if p["first"] <= c.window <= p["last"]}
+            except JobNotFoundError:
+                cps = {}
+        windows: list[dict[str, Any]] = []
+        cycle = timedelta(seconds=p["cycle_s"])
+        for w in range(p["first"], p["last"] + 1):
+            cp = cps.get(w)
+            rows = self._window_rows.get(w, {})
+            if cp is not None:
+                entry = {
+                    "window": w, "window_start": _iso(cp.window_start), "window_end": _iso(cp.window_end),
+                    "rows_in": cp.rows_in, "rows_out": cp.rows_out, "plan_version": cp.plan_version,
+                }
+            else:  # the checkpoint row expired (keep_checkpoints): what the run itself reported
+                ref = next(iter(cps.values()), None)
+                ws = ref.window_start + cycle * (w - ref.window) if ref is not None else None
+                entry = {
+                    "window": w, "window_start": _iso(ws), "window_end": _iso(ws + cycle) if ws else None,
+                    "rows_in": rows.get("rows_in"), "rows_out": rows.get("rows_out"), "plan_version": p["plan_version"],
+                }
+            windows.append(entry)
+        rows_in = sum(e["rows_in"] or 0 for e in windows)
+        rows_out = sum(e["rows_out"] or 0 for e in windows)
+        result = {
+            "job": p["job"],
+            "first_window": p["first"],
+            "last_window": p["last"],
+            "windows": len(windows),
+            "rows_in": rows_in,
+            "rows_out": rows_out,
+            "start": _iso(p["start"]),
+            "end": _iso(p["end"]),
+            "checkpoints": windows,
+        }
+        self._emit_asset_events(context, p["job"], windows, result)
+        self.log.info("Job %r: windows %d..%d complete, %d rows in, %d rows out", p["job"], p["first"], p["last"], rows_in, rows_out)
+        self._result = result
+        return result
+
+    def _emit_asset_events(self, context: Context, job: str, windows: list[dict[str, Any]], result: dict[str, Any]) -> None:
+        if not self.outlets or not windows:
+            return
+        events = context["outlet_events"]
+        target = self.window_asset or lockgate_asset(job)
+        per_window = {e["window"]: {"job": job, **e} for e in windows}
+        for outlet in self.outlets:
+            if isinstance(outlet, AssetAlias):
+                for extra in per_window.values():
+                    events[outlet].add(target, extra=extra)
+            elif isinstance(outlet, Asset):
+                acc = events[outlet]
+                acc.extra = {
+                    "job": job,
+                    "first_window": result["first_window"],
+                    "last_window": result["last_window"],
+                    "rows_in": result["rows_in"],
+                    "rows_out": result["rows_out"],
+                    "windows": {_partition_key(e) if self.partition_by_window else str(w): e for w, e in per_window.items()},
+                }
+                if self.partition_by_window:
+                    acc.add_partitions([_partition_key(e) for e in per_window.values()])
+
+    def on_kill(self) -> None:
+        """Stop at a window boundary: the window in progress finishes and is checkpointed."""
+        if self._kill is not None:
+            self._kill.set()
+        job = self._plan.get("job")
+        if not self.stop_on_kill or job is None:
+            return
+        if self.hook.embedded:
+            self.log.warning("Killed: job %r stops after the window in progress is committed", job)
+            return
+        try:
+            info = self.hook.get_conn().stop(job, drain=True, timeout=4)
+            self.log.warning("Killed: job %r stopped at window %s (%s)", job, info.last_window, info.state)
+        except Exception:
+            self.log.exception("Killed: stopping job %r failed", job)
+
+
+def _partition_key(entry: dict[str, Any]) -> str:
+    start = entry.get("window_start")
+    if not start:
+        return str(entry["window"])
+    return datetime.fromisoformat(start).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+# -- continuous pipelines --------------------------------------------------------------
+class LockgateStartPipelineOperator(_LockgateOperatorMixin, BaseOperator):
+    """Start a continuous pipeline: its windows run as they become available until stopped.
+
+    Starting a job that is already running is not an error: the task re-attaches (logs and
+    returns the job), so retries and re-runs are safe. The job restores from its last
+    checkpoint, like any run.
+
+    With the embedded engine the job runs in the task's own process and ends with it (fine
+    for ``dag.test()`` / ``airflow dags test``); use a controller for a pipeline that must
+    outlive the task.
+
+    Returns (XCom) the job as a dict (name, state, plan version, last window).
+
+    :param pipeline: The pipeline, ``path/to/file.py:attr`` or ``package.module:attr`` (templated).
+    :param job: The job name (templated); the pipeline's name by default.
+    :param reset_state: Start with empty keyed state (from the last checkpoint's positions).
+    :param lockgate_conn_id: The Lockgate connection (``lockgate_default``).
+    :param spark_conn_id: apache-spark connection for the embedded engine's Spark.
+    """
+
+    template_fields: Sequence[str] = ("pipeline", "job", "lockgate_conn_id")
+    ui_color = "#a9dfbf"
+
+    def __init__(
+        self,
+        *,
+        pipeline: str,
+        job: str | None = None,
+        reset_state: bool = False,
+        lockgate_conn_id: str = LockgateHook.default_conn_name,
+        spark_conn_id: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.pipeline = pipeline
+        self.job = job
+        self.reset_state = reset_state
+        self.lockgate_conn_id = lockgate_conn_id
+        self.spark_conn_id = spark_conn_id
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        client = self.hook.get_conn()
+        job = self.job
+        if job is None:
+            try:
+                job = client.compile(self.pipeline).pipeline
+            except (CompileError, PipelineLoadError) as err:
+                raise _fail_on_user_error(err, f"Lockgate pipeline {self.pipeline!r} does not compile") from None
+        self._link(context, job)
+        try:
+            current = client.get_job(job)
+        except JobNotFoundError:
+            current = None
+        if current is not None and current.state in ACTIVE_STATES and not self.hook.embedded:
+            self.log.info("Job %r is already %s (window %s): not starting it again", job, current.state, current.last_window)
+            return current.to_dict()
+        if self.hook.embedded:
+            self.log.warning(
+                "Embedded Lockgate: job %r runs inside this task's process and stops with it; use a "
+                "Lockgate controller (a connection with a host) for a pipeline that outlives the task",
+                job,
+            )
+        try:
+            info = client.start(self.pipeline, job=job, reset_state=self.reset_state)
+        except JobStateError as err:
+            if "already running" not in str(err):
+                raise AirflowException(str(err)) from None
+            info = client.get_job(job)
+            self.log.info("Job %r is already running here: %s", job, err)
+        except (CompileError, PipelineLoadError) as err:
+            raise _fail_on_user_error(err, f"Lockgate pipeline {self.pipeline!r} does not compile") from None
+        self.log.info("Started continuous job %r (%s), resuming after window %s", job, info.state, info.last_window)
+        return info.to_dict()
+
+
+class LockgateStopPipelineOperator(_LockgateOperatorMixin, BaseOperator):
+    """Stop a continuous pipeline: drain (finish the window in progress and checkpoint it)
+    or cancel (abandon it; the next run redoes that window from the last checkpoint).
+
+    Stopping a job that is not running returns it as it is. Returns (XCom) the job as a dict.
+
+    :param job: The job to stop (templated).
+    :param drain: ``True`` (default): stop at a window boundary with a final checkpoint;
+        ``False``: cancel now (nothing is lost: an unfinished window is never committed).
+    :param timeout: Seconds to wait for the job to stop.
+    :param lockgate_conn_id: The Lockgate connection (``lockgate_default``).
+    :param spark_conn_id: apache-spark connection for the embedded engine's Spark.
+    """
+
+    template_fields: Sequence[str] = ("job", "lockgate_conn_id")
+    ui_color = "#f5b7b1"
+
+    def __init__(
+        self,
+        *,
+        job: str,
+        drain: bool = True,
+        timeout: float | None = 300,
+        lockgate_conn_id: str = LockgateHook.default_conn_name,
+        spark_conn_id: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.job = job
+        self.drain = drain
+        self.timeout = timeout
+        self.lockgate_conn_id = lockgate_conn_id
+        self.spark_conn_id = spark_conn_id
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        client = self.hook.get_conn()
+        self._link(context, self.job)
+        how = "draining to a window boundary" if self.drain else "cancelling"
+        self.log.info("Stopping job %r (%s)", self.job, how)
+        try:
+            info = client.stop(self.job, drain=self.drain, timeout=self.timeout)
+        except JobNotFoundError as err:
+            raise AirflowFailException(str(err)) from None
+        except LockgateError as err:
+            raise AirflowException(f"Stopping job '{self.job}' failed: {err}") from None
+        self.log.info("Job %r is %s; last complete window %s", self.job, info.state, info.last_window)
+        return info.to_dict()
+
+
+# -- restore ---------------------------------------------------------------------------
+class LockgateRestoreOperator(_LockgateOperatorMixin, BaseOperator):
+    """Roll a job back to a chosen window, on purpose (or restart it without state).
+
+    Checkpoints after ``window`` are dropped and the sink output of those windows retracted;
+    the next run resumes at ``window + 1``. What is dropped is logged before it is done.
+    With ``reset_state=True`` the keyed state is dropped too (restart without state, from
+    the checkpoint's source positions); with ``reset_state=True`` and no ``window``, the job
+    keeps its position and restarts without state.
+
+    Returns (XCom) ``job``, ``restored_to``, ``dropped_windows``, ``reset_state`` and ``state``.
+
+    :param job: The job (templated).
+    :param window: The window to go back to (templated): a window id, or an instant (ISO
+        string or datetime; the last window ending at or before it).
+    :param reset_state: Drop the keyed state as well.
+    :param pipeline: The pipeline, to map an instant to a window (default: the job's own).
+    :param lockgate_conn_id: The Lockgate connection (``lockgate_default``).
+    :param spark_conn_id: apache-spark connection for the embedded engine's Spark.
+    """
+
+    template_fields: Sequence[str] = ("job", "window", "pipeline", "lockgate_conn_id")
+    ui_color = "#f9e79f"
+
+    def __init__(
+        self,
+        *,
+        job: str,
+        window: int | str | datetime | None = None,
+        reset_state: bool = False,
+        pipeline: str | None = None,
+        lockgate_conn_id: str = LockgateHook.default_conn_name,
+        spark_conn_id: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.job = job
+        self.window = window
+        self.reset_state = reset_state
+        self.pipeline = pipeline
+        self.lockgate_conn_id = lockgate_conn_id
+        self.spark_conn_id = spark_conn_id
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        client = self.hook.get_conn()
+        self._link(context, self.job)
+        try:
+            info = client.get_job(self.job)
+        except JobNotFoundError as err:
+            raise AirflowFailException(str(err)) from None
+        window = resolve_window(client, self.window, self.pipeline or info.pipeline_ref, "window")
+        if window is None:
+            if not self.reset_state:
+                raise AirflowFailException("LockgateRestoreOperator needs window=, or reset_state=True to restart without state")
+            if info.last_window is None:
+                raise AirflowFailException(f"job '{self.job}' has no checkpoint: there is nothing to restart from")
+            window = info.last_window
+        cps = client.list_checkpoints(self.job)
+        dropped = sorted(c.window for c in cps if c.window > window)
+        last = info.last_window
+        what = (
+            f"windows {window + 1}..{last} are rolled back (checkpoints dropped, sink output retracted)"
+            if last is not None and last > window else "no later window to roll back"
+        )
+        self.log.warning(
+            "RESTORE requested by %s.%s (run %s): job %r goes back to window %d; %s%s; the next run resumes at window %d",
+            context["dag"].dag_id if context.get("dag") else "?", self.task_id, context.get("run_id"), self.job,
+            window, what, "; keyed state is reset" if self.reset_state else "", window + 1,
+        )
+        try:
+            restored = client.restore(self.job, window, reset_state=self.reset_state)
+        except LockgateError as err:
+            raise AirflowFailException(f"Restoring job '{self.job}' to window {window} failed: {err}") from None
+        self.log.warning("Job %r restored to window %d: %s", self.job, window, restored.state)
+        return {
+            "job": self.job,
+            "restored_to": window,
+            "dropped_windows": list(range(window + 1, last + 1)) if last is not None and last > window else dropped,
+            "reset_state": self.reset_state,
+            "state": restored.state,
+        }
+
+
+def resolve_window(client: Client, value: Any, pipeline: str | None, what: str) -> int | None:
+    """A window id from an int, a digit string, or an instant (the last window ending at or before it)."""
+    if value is None or value == "" or value == "None":
+        return None
+    if isinstance(value, int) or (isinstance(value, str) and value.strip().lstrip("-").isdigit()):
+        return int(value)
+    at = as_datetime(value, what)
+    if pipeline is None:
+        raise AirflowFailException(f"{what}={value!r} is an instant: give pipeline= to map it to a window")
+    assert at is not None
+    return client.windows_for(pipeline, at - timedelta(microseconds=1), at)[1]
