@@ -217,6 +217,15 @@ class GrpcClient(_Base, Client):
                                                       self.long_timeout))
         return pa.ipc.open_stream(data).read_all()
 
+    def list_workers(self) -> list[dict[str, Any]]:
+        """The controller's worker processes (not part of the Client interface)."""
+        m = self._call("ListWorkers", pb.ListWorkersRequest(), self.timeout)
+        fields = ("id", "pid", "state", "job", "generation", "spark_master", "address", "slots", "status",
+                  "lost_reason")
+        return [{**{f: getattr(w, f) for f in fields},
+                 "heartbeat_age_s": w.heartbeat_age_s if w.HasField("heartbeat_age_s") else None}
+                for w in m.workers]
+
     def close(self) -> None:
         self.channel.close()
 

@@ -16,6 +16,7 @@ import queue
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -169,6 +170,22 @@ class ControllerService(pb_grpc.ControllerServicer):
         data = buf.getvalue()
         for i in range(0, len(data), CHUNK):
             yield pb.DataChunk(data=data[i : i + CHUNK])
+
+
+    @handles_errors
+    def ListWorkers(self, request: pb.ListWorkersRequest, context: grpc.ServicerContext) -> pb.ListWorkersResponse:
+        out = []
+        now = time.monotonic()
+        for h in self.ctl.pool.workers() if self.ctl.pool else []:
+            w = pb.Worker(
+                id=h.id, pid=h.pid or 0, state=h.state.value, job=h.job or "", generation=h.generation,
+                spark_master=h.master, address=h.hello.address if h.hello else "",
+                slots=h.hello.slots if h.hello else 0, status=h.status, lost_reason=h.lost_reason or "",
+            )
+            if h.last_seen is not None:
+                w.heartbeat_age_s = round(now - h.last_seen, 3)
+            out.append(w)
+        return pb.ListWorkersResponse(workers=out)
 
 
 class WorkerService(wpb_grpc.WorkerControlServicer):

@@ -262,3 +262,39 @@ class DataChunk(_message.Message):
     DATA_FIELD_NUMBER: _ClassVar[int]
     data: bytes
     def __init__(self, data: _Optional[bytes] = ...) -> None: ...
+
+class ListWorkersRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class Worker(_message.Message):
+    __slots__ = ("id", "pid", "state", "job", "generation", "spark_master", "address", "slots", "status", "heartbeat_age_s", "lost_reason")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    SPARK_MASTER_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_AGE_S_FIELD_NUMBER: _ClassVar[int]
+    LOST_REASON_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    pid: int
+    state: str
+    job: str
+    generation: int
+    spark_master: str
+    address: str
+    slots: int
+    status: str
+    heartbeat_age_s: float
+    lost_reason: str
+    def __init__(self, id: _Optional[str] = ..., pid: _Optional[int] = ..., state: _Optional[str] = ..., job: _Optional[str] = ..., generation: _Optional[int] = ..., spark_master: _Optional[str] = ..., address: _Optional[str] = ..., slots: _Optional[int] = ..., status: _Optional[str] = ..., heartbeat_age_s: _Optional[float] = ..., lost_reason: _Optional[str] = ...) -> None: ...
+
+class ListWorkersResponse(_message.Message):
+    __slots__ = ("workers",)
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
+    workers: _containers.RepeatedCompositeFieldContainer[Worker]
+    def __init__(self, workers: _Optional[_Iterable[_Union[Worker, _Mapping]]] = ...) -> None: ...

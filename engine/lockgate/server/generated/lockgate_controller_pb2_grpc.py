@@ -99,6 +99,11 @@ class ControllerStub:
                 request_serializer=lockgate__controller__pb2.ReadSinkRequest.SerializeToString,
                 response_deserializer=lockgate__controller__pb2.DataChunk.FromString,
                 _registered_method=True)
+        self.ListWorkers = channel.unary_unary(
+                '/lockgate.v1.Controller/ListWorkers',
+                request_serializer=lockgate__controller__pb2.ListWorkersRequest.SerializeToString,
+                response_deserializer=lockgate__controller__pb2.ListWorkersResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer:
@@ -193,6 +198,13 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListWorkers(self, request, context):
+        """The worker processes of the controller (pool and assigned), for operators and tests.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -260,6 +272,11 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.ReadSink,
                     request_deserializer=lockgate__controller__pb2.ReadSinkRequest.FromString,
                     response_serializer=lockgate__controller__pb2.DataChunk.SerializeToString,
+            ),
+            'ListWorkers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWorkers,
+                    request_deserializer=lockgate__controller__pb2.ListWorkersRequest.FromString,
+                    response_serializer=lockgate__controller__pb2.ListWorkersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -613,6 +630,33 @@ class Controller:
             '/lockgate.v1.Controller/ReadSink',
             lockgate__controller__pb2.ReadSinkRequest.SerializeToString,
             lockgate__controller__pb2.DataChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListWorkers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lockgate.v1.Controller/ListWorkers',
+            lockgate__controller__pb2.ListWorkersRequest.SerializeToString,
+            lockgate__controller__pb2.ListWorkersResponse.FromString,
             options,
             channel_credentials,
             insecure,
