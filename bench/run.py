@@ -188,7 +188,7 @@ class Bench:
         log(f"  reference (batch): {self.refs[wl].num_rows:,} rows compared, {res['process_s']:.1f}s")
 
     def one(self, wl: str, contender: str, cut: int, rep: int, warmup: bool) -> dict[str, Any]:
-        tag = f"{contender}-c{cut}-r{rep}" if not warmup else f"{contender}-c{cut}-warmup{rep}"
+        tag = f"{contender}-c{cut}-r{rep}" if not warmup else f"{contender}-c{cut}-warmup"
         run_dir = self.work / "runs" / wl / tag
         if run_dir.exists():
             shutil.rmtree(run_dir)

@@ -141,14 +141,22 @@ def run_lockgate(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
     jobs0, (calls0, py4j_s0) = _spark_jobs(spark), _py4j_snapshot()
     profiler = cProfile.Profile() if spec.get("profile") else None
     catalog_files = [home / "catalog.db", home / "catalog.db-wal"]
+    catalog_sizes: list[int] = []
+
+    def on_event(e: Any) -> None:
+        # the catalog's size after each committed window: its growth is what a checkpoint adds
+        if e.kind == "cycle_done":
+            catalog_sizes.append(sum(f.stat().st_size for f in catalog_files if f.exists()))
+
     t0 = time.time()
-    with BytesWatcher([home / "snapshots"], catalog_files) as watcher:
+    with BytesWatcher([home / "snapshots"]) as watcher:
         if profiler:
             profiler.enable()
-        res = client.run(f"{pipe}:pipeline", job=job, first=0, last=spec["cut"] - 1)
+        res = client.run(f"{pipe}:pipeline", job=job, first=0, last=spec["cut"] - 1, on_event=on_event)
         if profiler:
             profiler.disable()
     t1 = time.time()
+    catalog_growth = (catalog_sizes[-1] - catalog_sizes[0]) / (len(catalog_sizes) - 1) if len(catalog_sizes) > 1 else 0
     jobs1, (calls1, py4j_s1) = _spark_jobs(spark), _py4j_snapshot()
     cycles = sorted(
         (c for c in client.catalog.list_cycles(job, limit=1_000_000) if c.state.value == "COMMITTED"),
@@ -182,8 +190,10 @@ def run_lockgate(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
         "spark_jobs": jobs1 - jobs0,
         "py4j_calls": calls1 - calls0,
         "py4j_s": py4j_s1 - py4j_s0,
-        "checkpoint_bytes": watcher.total,
+        # per run: every snapshot file written, plus the catalog's growth per window times windows
+        "checkpoint_bytes": watcher.total + catalog_growth * len(cycles),
         "snapshot_bytes_written": snapshot_bytes,
+        "catalog_bytes_per_window": catalog_growth,
         "first_commit_at": cycles[0].finished.timestamp(),
     }
     if profiler:

@@ -162,17 +162,22 @@ def join(
         ctx.set_state(op, buffered.filter(F.col(WE) > wm), table)
         sides.append(buffered.filter(F.col(WE) <= wm))
     lbuf, rbuf = sides
-    left_cols = [c for c in left.columns]
-    clash = set(left_cols) | {WS, WE, "window_start", "window_end"}
-    renamed = {c: (f"{c}_right" if c in clash else c) for c in right.columns}
-    r = rbuf.select(*[F.col(c).alias(renamed[c]) for c in right.columns], F.col(WS).alias("__rws"))
-    cond = F.col(WS) == F.col("__rws")
+    # output: window_start, window_end, the left columns, then the right ones; a left
+    # column named like the join's window columns (the left input is itself windowed)
+    # gets "_left", a right column named like any of those gets "_right"
+    window_cols = {"window_start", "window_end"}
+    left_names = {c: (f"{c}_left" if c in window_cols else c) for c in left.columns}
+    taken = set(left_names.values()) | window_cols
+    right_names = {c: (f"{c}_right" if c in taken else c) for c in right.columns}
+    lsel = lbuf.select(*[F.col(c).alias(f"__l_{c}") for c in left.columns], F.col(WS).alias("__lws"), WE)
+    rsel = rbuf.select(*[F.col(c).alias(f"__r_{c}") for c in right.columns], F.col(WS).alias("__rws"))
+    cond = F.col("__lws") == F.col("__rws")
     for lk, rk in zip(cfg["left_on"], cfg["right_on"], strict=True):
-        cond = cond & (lbuf[lk] == r[renamed[rk]])
-    joined = lbuf.join(r, cond, "inner")
+        cond = cond & (F.col(f"__l_{lk}") == F.col(f"__r_{rk}"))
+    joined = lsel.join(rsel, cond, "inner")
     return joined.select(
-        to_timestamp(WS).alias("window_start"),
+        to_timestamp("__lws").alias("window_start"),
         to_timestamp(WE).alias("window_end"),
-        *left_cols,
-        *[renamed[c] for c in right.columns],
+        *[F.col(f"__l_{c}").alias(left_names[c]) for c in left.columns],
+        *[F.col(f"__r_{c}").alias(right_names[c]) for c in right.columns],
     )

@@ -21,7 +21,6 @@ from ..plan.logical import Partitioning, PipelineGraph, PipelineVertex
 from . import stateful
 from .context import CycleContext
 
-
 #: prefix of the module names :func:`lockgate.api.loader.load_pipeline` gives pipeline files
 _FILE_MODULE_PREFIX = "lockgate_pipeline_"
 

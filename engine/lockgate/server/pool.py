@@ -84,6 +84,7 @@ class WorkerHandle:
         self.lost_at: float | None = None
         self.tasks: queue.Queue[Any] = queue.Queue()
         self.pending: dict[int, Any] = {}
+        self.cycles_sent = 0  # a worker that never ran a cycle can go back to the pool
 
     @property
     def pid(self) -> int | None:
@@ -103,6 +104,7 @@ class WorkerPool:
         self.handles: dict[str, WorkerHandle] = {}
         self.cond = threading.Condition(threading.RLock())
         self._ids = itertools.count(1)
+        self._requests = itertools.count(1)
         self._closing = False
         self._spawn_failures = 0
         self._next_standby_spawn = 0.0
@@ -243,7 +245,7 @@ class WorkerPool:
 
     # -- requests ------------------------------------------------------------------------
     def next_request_id(self) -> int:
-        return int(time.time() * 1000) * 1000 + next(self._ids) % 1000
+        return int(time.time() * 1000) * 1000 + next(self._requests) % 1000
 
     def send(self, h: WorkerHandle, task: Any) -> None:
         h.tasks.put(task)
@@ -379,8 +381,22 @@ class WorkerPool:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(h.proc.pid, signal.SIGKILL)
 
+    def give_back(self, h: WorkerHandle, reason: str) -> None:
+        """Return a worker that only compiled (it ran no cycle: its session is as new) to the
+        pool; a worker that ran cycles is shut down instead."""
+        with self.cond:
+            if h.state == WState.BUSY and h.cycles_sent == 0 and not self._closing:
+                h.state = WState.IDLE
+                h.job = None
+                h.generation = 0
+                h.idle_since = time.monotonic()
+                self.cond.notify_all()
+                log_event(log, "worker_returned", worker=h.id, reason=reason)
+                return
+        self.release(h, reason)
+
     def release(self, h: WorkerHandle, reason: str = "run ended") -> None:
-        """Shut a worker down (it is never reused after a job)."""
+        """Shut a worker down (it is never reused after it ran cycles of a job)."""
         with self.cond:
             if h.state in (WState.LOST, WState.CLOSED):
                 return

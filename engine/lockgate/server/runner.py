@@ -211,6 +211,7 @@ class RemoteWorker:
                 cancel_sent = True
                 pool.send(h, wpb.WorkerTask(cancel=wpb.Cancel(reason="stop without drain")))
 
+        h.cycles_sent += 1
         report = pool.call(h, rid, wpb.WorkerTask(execute=task), on_wait=on_wait)
         if isinstance(report, wpb.CycleFailedRequest):
             raise CycleFailedError(
@@ -307,7 +308,7 @@ class JobRunner:
     def _drop_worker(self, reason: str) -> None:
         h, self.worker = self.worker, None
         if h is not None:
-            self.ctl.pool.release(h, reason)
+            self.ctl.pool.give_back(h, reason)
 
     def _loop(self) -> None:
         cfg = self.ctl.config

@@ -13,6 +13,7 @@ All of them talk to Lockgate through :class:`~lockgate_provider.hooks.lockgate.L
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -75,6 +76,22 @@ def as_window(value: Any, what: str) -> int | None:
 
 def _iso(dt: datetime | None) -> str | None:
     return dt.isoformat() if dt else None
+
+
+_CAUSE = re.compile(r"^\s*([A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)):\s+\S")
+
+
+def short_error(error: object, limit: int = 600) -> str:
+    """An engine error in a line or two: its first line and its root cause (the last
+    ``SomethingError: message`` line), without the Python and JVM tracebacks in between."""
+    text = str(error).strip()
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if len(lines) <= 1:
+        return text[:limit]
+    causes = [ln.strip() for ln in lines[1:] if _CAUSE.match(ln)]
+    head = lines[0].strip()
+    out = head if not causes or causes[-1] in head else f"{head} ... {causes[-1]}"
+    return out if len(out) <= limit else out[: limit - 3] + "..."
 
 
 class _LockgateOperatorMixin:
@@ -306,6 +323,20 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
             "cycle_s": compiled.cycle_window_s, "plan_version": compiled.plan_version,
         }
 
+    def _plan_from_event(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        """The run's plan again after a deferral, from the trigger's event (no compile)."""
+        start = as_datetime(self.start, "start") or as_datetime(context.get("data_interval_start"), "data_interval_start")
+        end = as_datetime(self.end, "end") or as_datetime(context.get("data_interval_end"), "data_interval_end")
+        cps = event.get("checkpoints") or []
+        cycle_s = 0.0
+        if cps:
+            cycle_s = (datetime.fromisoformat(cps[0]["window_end"]) - datetime.fromisoformat(cps[0]["window_start"])).total_seconds()
+        return {
+            "job": event["job"], "first": int(event["first_window"]), "last": int(event["last_window"]),
+            "start": start, "end": end, "cycle_s": cycle_s,
+            "plan_version": cps[-1]["plan_version"] if cps else None,
+        }
+
     def execute(self, context: Context) -> Any:
         self._kill = threading.Event()
         client = self.hook.get_conn()
@@ -453,8 +484,9 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
                 raise _fail_on_user_error(err, f"Lockgate pipeline {self.pipeline!r} does not compile") from None
             except Exception as err:
                 committed = f"windows {p['first']}..{w - 1} are committed" if w > p["first"] else "no window of this run is committed"
+                self.log.error("Window %d failed:\n%s: %s", w, type(err).__name__, err)
                 raise AirflowException(
-                    f"Lockgate job '{p['job']}' failed in window {w}: {type(err).__name__}: {err}. "
+                    f"Lockgate job '{p['job']}' failed in window {w}: {short_error(f'{type(err).__name__}: {err}')}. "
                     f"{committed}; a retry restores the checkpoint of window {w - 1} and resumes at window {w}."
                 ) from err
             rows = self._window_rows.get(w, {})
@@ -489,15 +521,17 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
     def _raise_failed(self, error: str | None, done: int | None) -> None:
         p = self._plan
         nxt = p["first"] if done is None or done < p["first"] else done + 1
+        if error and "\n" in error:
+            self.log.error("Lockgate job %r failed:\n%s", p["job"], error)
         raise AirflowException(
-            f"Lockgate job '{p['job']}' failed: {error or 'no error recorded'}. Windows up to {done} are committed; "
-            f"a retry restores the checkpoint of window {done} and resumes at window {nxt}."
+            f"Lockgate job '{p['job']}' failed: {short_error(error or 'no error recorded')}. Windows up to {done} are "
+            f"committed; a retry restores the checkpoint of window {done} and resumes at window {nxt}."
         )
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         """Resume after :class:`LockgateRunTrigger` fired."""
         client = self.hook.get_conn()
-        self._plan = self._resolve(context, client)
+        self._plan = self._plan_from_event(context, event)
         self._link(context, self._plan["job"])
         status = event.get("status")
         if status == "success":

@@ -24,7 +24,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pytest
 from lockgate.nexmark import NexmarkConfig, generate, stream_event_numbers
 
 S = 1_000_000  # microseconds per second
@@ -37,32 +36,15 @@ T0_ISO = "2026-01-01T00:00:00"
 
 
 # -- running pipelines ---------------------------------------------------------------------
-def _discard_all_staged(self: Any, job: str, sink_name: str) -> None:
-    from lockgate.runtime.commit import delete_path, resolve
-
-    fs, path = resolve(self._staging_root(job, sink_name))
-    delete_path(fs, path)
-
-
 def embedded_client(home: Path) -> Iterator[Any]:
-    """An embedded client on the session's SparkSession (for a module-scoped fixture).
-
-    The scheduler (control/scheduler.py) calls ``SinkCommitter.discard_all_staged``,
-    which runtime/commit.py does not define yet; until it does, the missing method is
-    stood in for while the fixture lives (deleting the sink's staging folder, as the
-    scheduler's docstring describes).
-    """
+    """An embedded client on the session's SparkSession (for a module-scoped fixture)."""
     import lockgate as lg
-    from lockgate.runtime.commit import SinkCommitter
 
-    with pytest.MonkeyPatch.context() as mp:
-        if not hasattr(SinkCommitter, "discard_all_staged"):
-            mp.setattr(SinkCommitter, "discard_all_staged", _discard_all_staged, raising=False)
-        client = lg.connect("embedded", home=str(home))
-        try:
-            yield client
-        finally:
-            client.close()
+    client = lg.connect("embedded", home=str(home))
+    try:
+        yield client
+    finally:
+        client.close()
 
 
 def read_sink(client: Any, job: str, sink: str) -> pd.DataFrame:
@@ -180,7 +162,10 @@ def aggregate(df: pd.DataFrame, by: list[str], aggs: dict[str, tuple[str, str | 
         for name, (kind, col) in aggs.items():
             row[name] = len(group) if col is None else AGG_FUNCS[kind](group[col])
         rows.append(row)
-    return pd.DataFrame(rows, columns=[*by, *aggs])
+    out = pd.DataFrame(rows, columns=[*by, *aggs])
+    for k in by:  # keep null keys as None, integer keys as integers
+        out[k] = pd.Series([r[k] for r in rows], index=out.index, dtype=object)
+    return out
 
 
 # -- comparison ----------------------------------------------------------------------------

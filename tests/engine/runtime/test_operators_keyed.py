@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # reference.py, beside this file
-from reference import (  # noqa: E402
+from reference import (
     CYCLE_US,
     T0_ISO,
     W0,
@@ -72,8 +72,12 @@ def run(client):
 @pytest.fixture(scope="module")
 def bids():
     df = nexmark_events("bid", W0, LAST, **SOURCE)
-    df["k"] = [None if b % 5 == 0 else b for b in df["bidder"]]
+    df["k"] = pd.Series([None if b % 5 == 0 else b for b in df["bidder"]], index=df.index, dtype=object)
     return df
+
+
+def null_as_str(v):
+    return "<null>" if pd.isna(v) else v
 
 
 def test_running_aggregate(client, run, bids):
@@ -82,9 +86,9 @@ def test_running_aggregate(client, run, bids):
     parts = []
     for w in range(W0, LAST + 1):
         so_far = bids[bids["cycle"] <= w]
-        touched = set(bids.loc[bids["cycle"] == w, "k"].map(lambda v: "<null>" if v is None else v))
+        touched = set(bids.loc[bids["cycle"] == w, "k"].map(null_as_str))
         totals = aggregate(so_far, ["k"], spec)
-        totals = totals[totals["k"].map(lambda v: "<null>" if v is None else v).isin(touched)]
+        totals = totals[totals["k"].map(null_as_str).isin(touched)]
         parts.append(totals.assign(as_of=(w + 1) * CYCLE_US, lg_window=w))
     expected = pd.concat(parts, ignore_index=True)
     result = read_sink(client, "op_keyed", "totals")

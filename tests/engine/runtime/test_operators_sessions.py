@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # reference.py, beside this file
-from reference import (  # noqa: E402
+from reference import (
     CYCLE_US,
     T0_ISO,
     T0_US,

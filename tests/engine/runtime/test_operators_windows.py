@@ -14,14 +14,15 @@ from datetime import timedelta
 from pathlib import Path
 
 import lockgate as lg
+import pandas as pd
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # reference.py, beside this file
-from reference import (  # noqa: E402
+from reference import (
     CYCLE_US,
-    S,
     T0_ISO,
     W0,
+    S,
     aggregate,
     assert_same_rows,
     embedded_client,
@@ -141,14 +142,19 @@ def test_tumbling_windows_smaller_equal_and_spanning_cycles(client, bids):
             assert len(hit) == 1 or ts - ts % (secs * S) + secs * S > (LAST + 1) * CYCLE_US
 
     nullable = bids.assign(
-        k=[None if b % 3 == 0 else b % 4 for b in bids["bidder"]],
-        v=[None if p % 5 == 0 else p for p in bids["price"]],
+        k=pd.Series([None if b % 3 == 0 else b % 4 for b in bids["bidder"]], index=bids.index, dtype=object),
+        v=pd.Series([None if p % 5 == 0 else p for p in bids["price"]], index=bids.index, dtype=object),
     )
     expected = expected_windows(tumbling(nullable, 30 * S), ["k"], ref_aggs(col="v", value="v"))
     assert expected["k"].isna().any() and len(expected) == 5
     result = read_sink(client, "op_tumbling", "nullable")
     assert_same_rows(
-        result, expected, ["window_start", "k"], approx=["mean"], hll=["distinct"], what="nullable keys/values"
+        result,
+        expected,
+        ["window_start", "k"],
+        approx=["mean"],
+        hll=["distinct"],
+        what="nullable keys/values",
     )
 
 

@@ -1,0 +1,106 @@
+"""The benchmark's smoke run, so the bench cannot rot: the tiny data set, every workload
+and every contender (Lockgate, Structured Streaming with both state stores, batch), one
+repetition in one process, outputs compared. No timing is checked or reported.
+
+Runs the bench's own command, ``python -m bench.run --size tiny --check-only``, in a
+subprocess (its own JVM, the bench's Spark settings).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def test_bench_smoke(repo_root: Path, tmp_path: Path) -> None:
+    work, out = tmp_path / "work", tmp_path / "results"
+    env = {k: v for k, v in os.environ.items() if k not in ("LOCKGATE_FAULT", "LOCKGATE_HOME")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.run", "--size", "tiny", "--check-only", "--work", str(work), "--out", str(out)],
+        cwd=repo_root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=840,
+    )
+    assert proc.returncode == 0, f"bench smoke run failed (exit {proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    checked = json.loads((out / "smoke.json").read_text())["checked"]
+    pairs = {(c["workload"], c["contender"]) for c in checked}
+    assert pairs == {(w, c) for w in ("w0", "w1", "w2", "w3") for c in ("lockgate", "sss", "sss_rocksdb")}
+    assert all(c["rows"] > 0 for c in checked), checked
+    assert "output equals batch" in proc.stdout
+    # the generated data set is the engine's own generator's, one file per 10 s window
+    data = json.loads((work / "data" / "tiny" / "bench-data.json").read_text())
+    assert data["spec"]["generator"] == "lockgate.nexmark.write_parquet_windows"
+    assert sorted(p.name for p in (work / "data" / "tiny" / "bid").iterdir()) == [
+        f"part-{w:06d}.parquet" for w in range(4)
+    ]
+
+
+def _bench(repo_root: Path) -> Any:
+    """The bench package (importable from the repo root)."""
+    if str(repo_root) not in sys.path:
+        sys.path.insert(0, str(repo_root))
+    import bench.report
+    import bench.verify
+
+    return bench
+
+
+def test_bench_mismatch_fails(repo_root: Path) -> None:
+    """A contender whose output differs from the reference is a failure, with the row."""
+    import pyarrow as pa
+
+    bench = _bench(repo_root)
+    ts = pa.array([0, 10_000_000], pa.timestamp("us", tz="UTC"))
+    ref = pa.table({"window_start": ts, "window_end": ts, "auction": [1, 2], "bids": [3, 4], "top": [5, 6]})
+    got = ref.set_column(3, "bids", pa.array([3, 5]))
+    a = bench.verify.canonical(ref, "w1", None)
+    bench.verify.compare(a, bench.verify.canonical(ref, "w1", None), "same")
+    with pytest.raises(bench.verify.Mismatch, match="first difference at sorted row 1"):
+        bench.verify.compare(a, bench.verify.canonical(got, "w1", None), "w1 lockgate")
+
+
+def test_bench_report_from_results(repo_root: Path, tmp_path: Path) -> None:
+    """The tables and the chart are built from results.json (synthetic runs here)."""
+    bench = _bench(repo_root)
+    runs = []
+    for rep in range(2):
+        for cut in (10, 50, 200):
+            for c, per in (("lockgate", 0.2), ("sss", 0.3), ("sss_rocksdb", 0.35)):
+                process = 2.0 + per * cut + rep * 0.1
+                phases = ({"read": 10.0 * cut, "plan": 20.0 * cut, "snapshot": 50.0 * cut, "stage": 100.0 * cut,
+                           "commit": 1.0 * cut, "checkpoint": 5.0 * cut, "other": 14.0 * cut} if c == "lockgate"
+                          else {"addBatch": 250.0 * cut, "walCommit": 20.0 * cut, "commitOffsets": 20.0 * cut,
+                                "triggerExecution": 1000 * process - 10})
+                runs.append({"contender": c, "workload": "w1", "cut": cut, "rep": rep, "warmup": False,
+                             "process_s": process, "throughput": 1e6 / process, "startup_s": 9.0, "setup_s": 1.0,
+                             "peak_rss_mb": 900.0, "cycles": cut, "spark_jobs": 5 * cut, "py4j_calls": 800 * cut,
+                             "py4j_s": 0.1 * cut, "events": 1_000_000, "checkpoint_bytes": 2000 * cut,
+                             "phases_ms": phases, "state_commit_ms": 3.0 * cut})
+        runs.append({"contender": "batch", "workload": "w1", "cut": 1, "rep": rep, "warmup": False, "process_s": 10.0,
+                     "throughput": 1e5, "startup_s": 9.0, "setup_s": 0.1, "peak_rss_mb": 800.0, "cycles": 1,
+                     "spark_jobs": 2, "py4j_calls": 100, "py4j_s": 0.1, "events": 1_000_000, "checkpoint_bytes": 0})
+    doc = {"started": "2026-01-01T00:00:00+00:00", "finished": "2026-01-01T01:00:00+00:00",
+           "machine": {"cpus": 2, "memory_gib": 24, "platform": "Linux", "python": "3.11", "load_avg": [1.0, 1, 1],
+                       "load_avg_end": [1.0, 1, 1]},
+           "size": {"name": "small", "events": 1_000_000, "windows": 200, "events_per_second": 500},
+           "cuts": [10, 50, 200], "reps": 2, "warmup": 1,
+           "spark": {"spark.driver.memory": "2g", "spark.sql.shuffle.partitions": "2"},
+           "runs": runs, "restores": [], "profiles": {}}
+    (tmp_path / "results.json").write_text(json.dumps(doc))
+    summ = bench.report.write(tmp_path / "results.json", tmp_path)
+    lg = summ["table"]["w1"]["lockgate"]
+    assert abs(lg["per_cycle_ms"] - 200) < 1e-6  # the slope of run time over cycles
+    assert abs(summ["ratios"]["w1"]["lockgate/sss"] - (2.0 + 0.3 * 200 + 0.05) / (2.0 + 0.2 * 200 + 0.05)) < 1e-3
+    md = (tmp_path / "results.md").read_text()
+    assert "| W1 tumbling 10 s (q7-like) |" in md and "## Targets" in md
+    assert (tmp_path / "chart.png").stat().st_size > 10_000
