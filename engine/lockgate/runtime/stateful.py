@@ -17,7 +17,7 @@ from pyspark.sql.types import ArrayType, MapType, StructType
 
 from . import aggregates as agg
 from .context import CycleContext
-from .windowing import WE, WS, assign, event_micros, to_timestamp
+from .windowing import WE, WS, assign, to_timestamp, window_time
 
 
 def _union_state(state: DataFrame | None, new: DataFrame) -> DataFrame:
@@ -29,7 +29,7 @@ def window_aggregate(
 ) -> DataFrame:
     """Tumbling, sliding or session windows per key; emits closed windows."""
     spec = cfg["window"]
-    ts = event_micros(spec.get("on") or ts_col, ts_is_end and not spec.get("on"))
+    ts = window_time(spec, ts_col, ts_is_end)
     keys: list[str] = cfg["keys"]
     if spec["type"] == "session":
         return _session_aggregate(ctx, op, cfg, df, ts)
@@ -157,7 +157,7 @@ def join(
     wm = F.lit(ctx.watermark_us)
     sides = []
     for table, df, (ts_col, is_end) in (("left", left, left_ts), ("right", right, right_ts)):
-        assigned = assign(df, spec, event_micros(spec.get("on") or ts_col, is_end))
+        assigned = assign(df, spec, window_time(spec, ts_col, is_end))
         buffered = ctx.cache(_union_state(ctx.state(op, table), assigned))
         ctx.set_state(op, buffered.filter(F.col(WE) > wm), table)
         sides.append(buffered.filter(F.col(WE) <= wm))

@@ -9,6 +9,7 @@ round, so a plan that compiles is a plan that runs.
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -20,6 +21,8 @@ from pyspark.sql.types import StructType
 from ..plan.logical import Partitioning, PipelineGraph, PipelineVertex
 from . import stateful
 from .context import CycleContext
+
+_SQL_VIEW_LOCK = threading.Lock()
 
 #: prefix of the module names :func:`lockgate.api.loader.load_pipeline` gives pipeline files
 _FILE_MODULE_PREFIX = "lockgate_pipeline_"
@@ -82,8 +85,11 @@ def translate(
         schema = StructType.fromDDL(cfg["schema"]) if cfg.get("schema") else df.schema
         return df.mapInArrow(_arrow_mapper(fns[v.id]), schema)
     if v.op == "sql":
-        df.createOrReplaceTempView("input")
-        return ctx.spark.sql(cfg["query"])
+        # the view is session-wide: hold it while the query is analysed (spark.sql resolves
+        # views eagerly), so sql operators of jobs on other threads cannot swap it meanwhile
+        with _SQL_VIEW_LOCK:
+            df.createOrReplaceTempView("input")
+            return ctx.spark.sql(cfg["query"])
     if v.op == "union":
         out = inputs[0]
         for other in inputs[1:]:

@@ -17,6 +17,14 @@ def event_micros(column: str, is_end: bool) -> Column:
     return t - F.lit(1) if is_end else t
 
 
+def window_time(spec: dict[str, Any], ts_col: str, ts_is_end: bool) -> Column:
+    """The instant (µs) a windowed operator places a record at: the window's ``on=`` column,
+    else the stream's event-time column ``ts_col``. ``ts_is_end`` (``ts_col`` holds an
+    exclusive window end) applies to ``ts_col`` only, whether or not ``on=`` names it."""
+    column = spec.get("on") or ts_col
+    return event_micros(column, ts_is_end and column == ts_col)
+
+
 def assign(df: DataFrame, spec: dict[str, Any], ts: Column) -> DataFrame:
     """Add ``__ws``/``__we`` (window start/end, µs) for tumbling and sliding windows;
     a record is repeated once per sliding window that holds it."""

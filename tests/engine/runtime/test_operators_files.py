@@ -101,7 +101,8 @@ def write(fmt: str, df: pd.DataFrame, folder: Path) -> None:
             else:
                 with open(folder / f"part-{i}.json", "w") as f:
                     for rec in out.to_dict("records"):
-                        f.write(json.dumps({**rec, "v": int(rec["v"])}) + "\n")
+                        k = None if pd.isna(rec["k"]) else rec["k"]
+                        f.write(json.dumps({"k": k, "v": int(rec["v"]), "ts": rec["ts"]}) + "\n")
 
 
 @pytest.fixture(scope="module")

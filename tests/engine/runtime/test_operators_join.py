@@ -25,6 +25,7 @@ from reference import (
     aggregate,
     assert_same_rows,
     embedded_client,
+    emit_cycle,
     nexmark_events,
     read_sink,
     tumbling,
@@ -50,6 +51,13 @@ def join_pipeline() -> lg.Pipeline:
         counts.join(auctions, left_on=["auction"], right_on=["id"], window=window, name="counted").sink(
             lg.CollectSink("counted"), name="counted_out"
         )
+    )
+    # a cascade on the upstream's exclusive window end, named explicitly with on=
+    (
+        counts.key_by("auction")
+        .window(lg.Tumbling(timedelta(seconds=20), on="window_end"))
+        .aggregate(name="bid_counts_20s", bids=lg.sum("bids"), windows=lg.count())
+        .sink(lg.CollectSink("counts_20s"), name="counts_20s_out")
     )
     return p
 
@@ -110,3 +118,19 @@ def test_join_of_a_window_aggregate_keeps_both_window_columns(client, run, event
     result = read_sink(client, "op_join", "counted")
     assert len(result.columns) == len(set(result.columns)), f"duplicate columns: {list(result.columns)}"
     assert_same_rows(result, pd.DataFrame(expected[cols]), ["auction", "window_start"], what="cascaded join")
+
+
+def test_cascaded_window_on_the_upstream_window_end(client, run, events):
+    bids = events["bid"]
+    counts = aggregate(bids, ["window_start", "auction"], {"bids": ("count", None)})
+    counts["ts_us"] = counts["window_start"]  # any instant inside the 10 s window
+    expected = aggregate(
+        tumbling(counts, 20 * 1_000_000),
+        ["window_start", "window_end", "auction"],
+        {"bids": ("sum", "bids"), "windows": ("count", None)},
+    )
+    expected["lg_window"] = emit_cycle(expected["window_end"].to_numpy())
+    expected = expected[expected["lg_window"] <= LAST]
+    assert set(expected["lg_window"]) == {W0 + 1, W0 + 3} and expected["windows"].max() == 2
+    result = read_sink(client, "op_join", "counts_20s")
+    assert_same_rows(result, expected, ["window_start", "auction"], what="cascade on window_end")

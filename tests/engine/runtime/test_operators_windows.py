@@ -38,7 +38,7 @@ from reference import (
 SOURCE = {"events_per_second": 101, "seed": 3}
 LAST = W0 + 3  # four cycles, 40 s of bids
 TUMBLING_S = (5, 10, 30)
-SLIDING_S = ((10, 2), (30, 5))
+SLIDING_S = ((10, 2), (30, 5), (7, 3))  # the last: size not a multiple of slide
 
 
 def aggs(col: str = "bidder", value: str = "price") -> dict[str, lg.Aggregate]:
