@@ -130,7 +130,10 @@ class DagRunResult:
         if row is None:
             return None
         value = row[0]
-        return json.loads(value) if isinstance(value, str) else value
+        if isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                return json.loads(value)
+        return value
 
 
 def _dags_in(path: Path) -> dict[str, Any]:

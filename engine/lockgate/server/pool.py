@@ -146,6 +146,8 @@ class WorkerPool:
                 cmd += ["--tls-server-name", cfg.tls_server_name]
         for k, v in sorted(cfg.spark_conf.items()):
             cmd += ["--spark-conf", f"{k}={v}"]
+        if reserved_for is None:
+            cmd.append("--warm-up")  # a standby: pay Spark's first-query costs before it is needed
         env = {k: v for k, v in os.environ.items() if k not in ("LOCKGATE_TOKEN", "LOCKGATE_FAULT")}
         if cfg.token:
             env["LOCKGATE_TOKEN"] = cfg.token
