@@ -87,6 +87,7 @@ def summarize(doc: dict[str, Any]) -> dict[str, Any]:
             "spark_jobs_per_cycle": _median([r["spark_jobs"] / r["cycles"] for r in fin]),
             "py4j_calls_per_cycle": _median([r["py4j_calls"] / r["cycles"] for r in fin]),
             "py4j_ms_per_cycle": _median([r["py4j_s"] * 1000 / r["cycles"] for r in fin]),
+            "py4j_short_ms_per_cycle": _median([r.get("py4j_short_s", 0.0) * 1000 / r["cycles"] for r in fin]),
             "events": fin[0]["events"] if fin else None,
         }
         if c != "batch":
@@ -94,6 +95,7 @@ def summarize(doc: dict[str, Any]) -> dict[str, Any]:
             s["checkpoint_row_share"] = _median(
                 [(r.get("phases_ms") or {}).get("checkpoint", 0.0) / (r["process_s"] * 1000) for r in fin]
             ) if c == "lockgate" else None
+            s["checkpoint_ms_per_cycle"] = _median([checkpoint_ms(r) / r["cut"] for r in fin])
             s["bytes_per_checkpoint"] = _median([r["checkpoint_bytes"] / max(1, r["cut"]) for r in fin])
             s["ms_per_cycle"] = _median([r["process_s"] * 1000 / r["cut"] for r in fin])
             s["per_cycle_ms"] = (lambda b: None if b is None else b * 1000)(slope([(r["cut"], r["process_s"]) for r in rs]))
@@ -150,11 +152,13 @@ def targets(doc: dict[str, Any], table: dict[str, Any], ratios: dict[str, Any]) 
         if pc is not None:
             out.append({"target": f"{wl}: Lockgate per-cycle overhead < {TARGETS['per_cycle_ms']:.0f} ms",
                         "value": f"{pc:.0f} ms", "met": pc < TARGETS["per_cycle_ms"]})
-        share = lg.get("checkpoint_share")
+        share, row = lg.get("checkpoint_share"), lg.get("checkpoint_row_share") or 0.0
         if share is not None:
-            out.append({"target": f"{wl}: Lockgate checkpoint overhead < {TARGETS['checkpoint_share']:.0%}",
-                        "value": f"{share:.1%} (row alone {lg.get('checkpoint_row_share') or 0:.1%})",
-                        "met": share < TARGETS["checkpoint_share"]})
+            limit = TARGETS["checkpoint_share"]
+            met: bool | None = True if share < limit else (False if row >= limit else None)
+            out.append({"target": f"{wl}: Lockgate checkpoint overhead < {limit:.0%}",
+                        "value": f"between {row:.1%} (checkpoint row) and {share:.1%} (+ snapshot phase)",
+                        "met": met})
     return out
 
 
@@ -248,8 +252,12 @@ def markdown(doc: dict[str, Any], summ: dict[str, Any]) -> str:
         "cannot run without a checkpoint either). Bytes: everything written under the checkpoint folder "
         "(Lockgate: snapshots + catalog) per cycle.",
         "",
+        "Py4J: Python -> JVM round trips per cycle and the time spent in the short ones (< 10 ms: no Spark "
+        "job ran; analysis, schema look-ups, plan building). Structured Streaming drives its batches inside "
+        "the JVM (no Py4J per batch; its calls are the query's set-up).",
+        "",
         "| workload | contender | checkpoint share | bytes/checkpoint | Spark jobs/cycle | Py4J calls/cycle | "
-        "Py4J ms/cycle | peak memory (MB) |",
+        "Py4J short-call ms/cycle | peak memory (MB) |",
         "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for wl in table:
@@ -260,10 +268,11 @@ def markdown(doc: dict[str, Any], summ: dict[str, Any]) -> str:
             share = s.get("checkpoint_share")
             row = s.get("checkpoint_row_share")
             share_txt = "–" if share is None else f"{share:.1%}" + (f" ({row:.1%})" if row is not None else "")
+            lg = c == "lockgate"
             lines.append(
                 f"| {WORKLOADS[wl].title} | {SHORT[c]} | {share_txt} | {_f(s.get('bytes_per_checkpoint'))} | "
-                f"{_f(s['spark_jobs_per_cycle'], '{:.1f}')} | {_f(s['py4j_calls_per_cycle'])} | "
-                f"{_f(s['py4j_ms_per_cycle'])} | {_f(s['peak_rss_mb'])} |"
+                f"{_f(s['spark_jobs_per_cycle'], '{:.1f}')} | {_f(s['py4j_calls_per_cycle']) if lg else '–'} | "
+                f"{_f(s['py4j_short_ms_per_cycle']) if lg else '–'} | {_f(s['peak_rss_mb'])} |"
             )
     if summ["restores"]:
         lines += [
@@ -293,7 +302,8 @@ def markdown(doc: dict[str, Any], summ: dict[str, Any]) -> str:
     if summ["targets"]:
         lines += ["", "## Targets", "", "| target | measured | met |", "|---|---:|:---:|"]
         for t in summ["targets"]:
-            lines.append(f"| {t['target']} | {t['value']} | {'yes' if t['met'] else '**no**'} |")
+            verdict = {True: "yes", False: "**no**", None: "undetermined (see note)"}[t["met"]]
+            lines.append(f"| {t['target']} | {t['value']} | {verdict} |")
     profiles = doc.get("profiles") or {}
     if profiles:
         lines += ["", f"## Lockgate profile (one run per workload, {finest} cycles, cProfile + py-spy)", ""]
@@ -413,6 +423,21 @@ def profile_summary(res: dict[str, Any], raw: Path | None) -> dict[str, Any]:
                          "ms_per_cycle": ct * 1000 / cycles})
     rows.sort(key=lambda r: -r["ms_per_cycle"])
     out["cprofile"] = rows[:40]
+    out["py4j_short_calls_per_cycle"] = res.get("py4j_short_calls", 0) / cycles
+    out["py4j_short_ms_per_cycle"] = res.get("py4j_short_s", 0.0) * 1000 / cycles
+    sites: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+    for r in res.get("py4j_sites", []):
+        sites[r["site"]][0] += r["calls"]
+        sites[r["site"]][1] += r["seconds"]
+    out["py4j_sites"] = [
+        {"site": k, "calls_per_cycle": n / cycles, "ms_per_cycle": sec * 1000 / cycles}
+        for k, (n, sec) in sorted(sites.items(), key=lambda kv: -kv[1][0])
+    ][:30]
+    out["py4j_apis"] = [
+        {"site": r["site"], "api": r["api"], "calls_per_cycle": r["calls"] / cycles,
+         "ms_per_cycle": r["seconds"] * 1000 / cycles}
+        for r in res.get("py4j_sites", [])[:40]
+    ]
     if raw is not None and raw.exists():
         total, incl = pyspy_inclusive(raw)
         out["py_spy_seconds"] = total
@@ -431,6 +456,16 @@ def profile_markdown(wl: str, p: dict[str, Any]) -> str:
              "| function | calls/cycle | ms/cycle |", "|---|---:|---:|"]
     for r in p["cprofile"]:
         lines.append(f"| `{r['function']}` | {r['calls_per_cycle']:.1f} | {r['ms_per_cycle']:.0f} |")
+    if p.get("py4j_sites"):
+        lines += ["", f"## Py4J round trips by Lockgate call site ({p['py4j_calls_per_cycle']:.0f} per cycle; "
+                  f"{p.get('py4j_short_calls_per_cycle', 0):.0f} short ones, {p.get('py4j_short_ms_per_cycle', 0):.0f} ms)",
+                  "", "Per cycle, including the run's one-off compile (`lockgate/plan/...`) spread over the cycles.", "",
+                  "| call site | calls/cycle | ms/cycle (blocked, incl. Spark jobs) |", "|---|---:|---:|"]
+        for r in p["py4j_sites"]:
+            lines.append(f"| `{r['site']}` | {r['calls_per_cycle']:.1f} | {r['ms_per_cycle']:.0f} |")
+        lines += ["", "| call site | PySpark API | calls/cycle | ms/cycle |", "|---|---|---:|---:|"]
+        for r in p["py4j_apis"]:
+            lines.append(f"| `{r['site']}` | `{r['api']}` | {r['calls_per_cycle']:.1f} | {r['ms_per_cycle']:.0f} |")
     if p.get("py_spy"):
         lines += ["", f"## py-spy (wall-clock samples incl. idle, {p['py_spy_seconds']:.0f} s of the run thread)", "",
                   "| function | ms/cycle | share |", "|---|---:|---:|"]

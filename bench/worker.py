@@ -28,7 +28,28 @@ from .config import HDFS_PROVIDER, MASTER, REPO, ROCKSDB_CONF
 from .workloads import PIPELINE_FILE, spark_output
 
 # -- Py4J round trips --------------------------------------------------------------------
-_PY4J = {"calls": 0, "seconds": 0.0}
+#: calls, seconds blocked, and calls/seconds of the short ones (< 10 ms: round trips that
+#: ran no Spark job: analysis, schema look-ups, plan building, conf and file-system calls)
+_PY4J: dict[str, float] = {"calls": 0, "seconds": 0.0, "short_calls": 0, "short_seconds": 0.0}
+#: with SITES on: (Lockgate call site, PySpark API) -> [calls, seconds]
+_SITES: dict[tuple[str, str], list[float]] = {}
+_TRACE_SITES = {"on": False}
+SHORT_CALL_S = 0.010
+
+
+def _call_site() -> tuple[str, str]:
+    """The innermost Lockgate frame and the outermost PySpark frame above a Py4J call."""
+    f = sys._getframe(2)
+    api, site = "?", "?"
+    while f is not None:
+        name = f.f_code.co_filename
+        if "/pyspark/" in name:
+            api = f"{f.f_code.co_name} ({name[name.rfind('/pyspark/') + 1:]})"
+        elif "/lockgate/" in name:
+            site = f"{f.f_code.co_qualname} ({name[name.rfind('/lockgate/') + 1:]}:{f.f_lineno})"
+            break
+        f = f.f_back
+    return site, api
 
 
 def _count_py4j() -> None:
@@ -44,15 +65,32 @@ def _count_py4j() -> None:
         try:
             return original(self, command, retry, binary)
         finally:
+            dt = time.perf_counter() - t
             _PY4J["calls"] += 1
-            _PY4J["seconds"] += time.perf_counter() - t
+            _PY4J["seconds"] += dt
+            if dt < SHORT_CALL_S:
+                _PY4J["short_calls"] += 1
+                _PY4J["short_seconds"] += dt
+            if _TRACE_SITES["on"]:
+                entry = _SITES.setdefault(_call_site(), [0, 0.0])
+                entry[0] += 1
+                entry[1] += dt
 
     send_command._bench = True  # type: ignore[attr-defined]
     GatewayClient.send_command = send_command  # type: ignore[method-assign]
 
 
-def _py4j_snapshot() -> tuple[int, float]:
-    return _PY4J["calls"], _PY4J["seconds"]
+def _py4j_snapshot() -> dict[str, float]:
+    return dict(_PY4J)
+
+
+def _py4j_delta(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
+    return {
+        "py4j_calls": b["calls"] - a["calls"],
+        "py4j_s": b["seconds"] - a["seconds"],
+        "py4j_short_calls": b["short_calls"] - a["short_calls"],
+        "py4j_short_s": b["short_seconds"] - a["short_seconds"],
+    }
 
 
 def _spark_jobs(spark: Any) -> int:
@@ -138,7 +176,7 @@ def run_lockgate(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
     pipe = work / "pipeline.py"
     pipe.write_text(PIPELINE_FILE.format(repo=str(REPO), kwargs=kwargs))
     client = lockgate.connect("embedded", home=str(home))
-    jobs0, (calls0, py4j_s0) = _spark_jobs(spark), _py4j_snapshot()
+    jobs0, py0 = _spark_jobs(spark), _py4j_snapshot()
     profiler = cProfile.Profile() if spec.get("profile") else None
     catalog_files = [home / "catalog.db", home / "catalog.db-wal"]
     catalog_sizes: list[int] = []
@@ -151,13 +189,15 @@ def run_lockgate(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
     t0 = time.time()
     with BytesWatcher([home / "snapshots"]) as watcher:
         if profiler:
+            _TRACE_SITES["on"] = True
             profiler.enable()
         res = client.run(f"{pipe}:pipeline", job=job, first=0, last=spec["cut"] - 1, on_event=on_event)
         if profiler:
             profiler.disable()
+            _TRACE_SITES["on"] = False
     t1 = time.time()
     catalog_growth = (catalog_sizes[-1] - catalog_sizes[0]) / (len(catalog_sizes) - 1) if len(catalog_sizes) > 1 else 0
-    jobs1, (calls1, py4j_s1) = _spark_jobs(spark), _py4j_snapshot()
+    jobs1, py1 = _spark_jobs(spark), _py4j_snapshot()
     cycles = sorted(
         (c for c in client.catalog.list_cycles(job, limit=1_000_000) if c.state.value == "COMMITTED"),
         key=lambda c: c.window,
@@ -188,8 +228,7 @@ def run_lockgate(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
         "rows_in": res.rows_in,
         "rows_out": res.rows_out,
         "spark_jobs": jobs1 - jobs0,
-        "py4j_calls": calls1 - calls0,
-        "py4j_s": py4j_s1 - py4j_s0,
+        **_py4j_delta(py0, py1),
         # per run: every snapshot file written, plus the catalog's growth per window times windows
         "checkpoint_bytes": watcher.total + catalog_growth * len(cycles),
         "snapshot_bytes_written": snapshot_bytes,
@@ -200,6 +239,10 @@ def run_lockgate(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
         prof = work / "lockgate.prof"
         profiler.dump_stats(str(prof))
         out["profile"] = str(prof)
+        out["py4j_sites"] = sorted(
+            ({"site": site, "api": api, "calls": n, "seconds": sec} for (site, api), (n, sec) in _SITES.items()),
+            key=lambda r: -r["calls"],
+        )
         with open(work / "lockgate-profile.txt", "w") as f:
             pstats.Stats(profiler, stream=f).sort_stats("cumulative").print_stats(80)
     client.close()
@@ -218,7 +261,7 @@ def run_sss(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
     spark.conf.set("spark.sql.shuffle.partitions", "2")
     if spec.get("kill_after") is not None:
         _kill_when(ckpt / "commits" / str(spec["kill_after"]))
-    jobs0, (calls0, py4j_s0) = _spark_jobs(spark), _py4j_snapshot()
+    jobs0, py0 = _spark_jobs(spark), _py4j_snapshot()
     t0 = time.time()
     with BytesWatcher([ckpt]) as watcher:
         df = spark_output(spark, spec["workload"], spec["data"], streaming=True, max_files=spec["files_per_trigger"])
@@ -232,7 +275,7 @@ def run_sss(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
         )
         query.awaitTermination()
     t1 = time.time()
-    jobs1, (calls1, py4j_s1) = _spark_jobs(spark), _py4j_snapshot()
+    jobs1, py1 = _spark_jobs(spark), _py4j_snapshot()
     progress = list(query.recentProgress)
     if not progress:
         raise RuntimeError("structured streaming ran no batch")
@@ -261,8 +304,7 @@ def run_sss(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
         "per_cycle": per_batch,
         "rows_in": rows_in,
         "spark_jobs": jobs1 - jobs0,
-        "py4j_calls": calls1 - calls0,
-        "py4j_s": py4j_s1 - py4j_s0,
+        **_py4j_delta(py0, py1),
         "checkpoint_bytes": watcher.total,
         "first_commit_at": ends[0],
         "first_batch_id": per_batch[0]["batch"],
@@ -270,13 +312,13 @@ def run_sss(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
 
 
 def run_batch(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
-    jobs0, (calls0, py4j_s0) = _spark_jobs(spark), _py4j_snapshot()
+    jobs0, py0 = _spark_jobs(spark), _py4j_snapshot()
     t0 = time.time()
     df = spark_output(spark, spec["workload"], spec["data"], streaming=False)
     t1 = time.time()
     df.write.mode("overwrite").parquet(spec["out"])
     t2 = time.time()
-    jobs1, (calls1, py4j_s1) = _spark_jobs(spark), _py4j_snapshot()
+    jobs1, py1 = _spark_jobs(spark), _py4j_snapshot()
     return {
         "setup_s": t1 - t0,
         "process_s": t2 - t1,
@@ -284,8 +326,7 @@ def run_batch(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
         "cycles": 1,
         "phases_ms": {},
         "spark_jobs": jobs1 - jobs0,
-        "py4j_calls": calls1 - calls0,
-        "py4j_s": py4j_s1 - py4j_s0,
+        **_py4j_delta(py0, py1),
         "checkpoint_bytes": 0,
     }
 

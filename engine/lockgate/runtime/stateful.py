@@ -93,7 +93,10 @@ def running_aggregate(ctx: CycleContext, op: str, cfg: dict[str, Any], df: DataF
     """Totals per key over every window so far; emits the keys touched in this cycle."""
     keys: list[str] = cfg["keys"]
     aggs = cfg["aggs"]
-    new = df.groupBy(*keys).agg(*agg.partial_exprs(aggs, df.schema), F.lit(1).alias("__touched"))
+    # touched: the key had records this cycle (with no keys, the one global group, which
+    # Spark's global aggregate returns even when the cycle has no records)
+    touched = (F.count(F.lit(1)) > 0).cast("int").alias("__touched")
+    new = df.groupBy(*keys).agg(*agg.partial_exprs(aggs, df.schema), touched)
     state = ctx.state(op)
     if state is None:
         merged = new

@@ -231,6 +231,7 @@ class JobRunner:
         self.spec = spec
         self.recovered = recovered
         self.claimed = recovered
+        self.spec_saved = recovered
         self.registered = False
         self.stop_event = threading.Event()
         self.drain = True
@@ -238,11 +239,11 @@ class JobRunner:
         self.done = threading.Event()
         self.error: BaseException | None = None
         self.last_error: BaseException | None = None
-        self.result: RunResult | None = None
         self.worker: WorkerHandle | None = None
         self.generation: int | None = None
         self.restarts = 0
         self.last_restart = 0.0
+        self.backoff = ctl.config.restart_backoff_s
         self.listeners: list[queue.Queue[Any]] = []
         self.t0 = time.perf_counter()
         self.first: int | None = None
@@ -268,7 +269,8 @@ class JobRunner:
             self.counts["rows_out"] += e.rows_out
             self.counts["late_rows"] += e.late_rows
             if self.restarts and time.monotonic() - self.last_restart > self.ctl.config.restart_reset_s:
-                self.restarts = 0
+                self.restarts = 0  # healthy for a while: the restart budget and the backoff start over
+                self.backoff = self.ctl.config.restart_backoff_s
         self.emit(JobEvent(e.kind, e.job, window=e.window, state=e.state, rows_in=e.rows_in, rows_out=e.rows_out,
                            late_rows=e.late_rows, timings=dict(e.timings), message=e.message, at=e.at))
 
@@ -312,7 +314,6 @@ class JobRunner:
 
     def _loop(self) -> None:
         cfg = self.ctl.config
-        backoff = cfg.restart_backoff_s
         while True:
             if self.ctl.shutting_down:
                 return
@@ -334,8 +335,8 @@ class JobRunner:
             except BaseException as err:
                 if not self._handle_failure(err):
                     return
-            delay = backoff
-            backoff = min(backoff * 2, cfg.restart_backoff_max_s)
+            delay = self.backoff
+            self.backoff = min(self.backoff * 2, cfg.restart_backoff_max_s)
             last = self.last_error
             self._event("restart_scheduled", message=f"restart {self.restarts}/{cfg.max_restarts} in {delay:.1f}s "
                                                      f"after {type(last).__name__}: {last}")
@@ -409,13 +410,20 @@ class JobRunner:
         self._event("worker_started", message=(
             f"{h.describe()} on {hello.spark_master} ({hello.address}, {hello.slots} slots, app {hello.spark_app_id}); "
             f"plan {plan.version}"))
-        if not self.claimed:
-            self._claim()
         sched = ServerScheduler(
             ctl.catalog, ctl.snapshots, plan, self.job, cfg.home, RemoteWorker(self), cfg.keep_checkpoints,
             self._on_cycle_event, runner=self,
         )
-        sched.prepare(reset_state=self._pending_reset(), pipeline_ref=self.ref)
+        # the first attempt of a request resets state when asked; later ones only while no
+        # window completed since (reset_state_at), so a retry never drops the new state
+        reset = (self.spec.reset_state and not self.claimed) or self._pending_reset()
+        try:
+            # refuses a state layout that does not fit, or a damaged snapshot, before writing
+            sched.prepare(reset_state=reset, pipeline_ref=self.ref)
+        finally:
+            if sched.generation is not None:
+                self.claimed = True  # the job was taken over: failures from here on are recorded
+        self._claim()
         self.generation = h.generation = sched.generation
         log_event(log, "run_prepared", job=self.job, generation=self.generation, worker=h.id,
                   last_window=sched.last_window)
@@ -427,19 +435,18 @@ class JobRunner:
             self._range(sched, plan)
 
     def _claim(self) -> None:
-        """The first write of this run: the job, and the run request a restarted controller resumes."""
+        """Record the run request with the job (prepared), so a restarted controller resumes it."""
+        if self.spec_saved:
+            return
         catalog = self.ctl.catalog
         job = self.job or ""
-        try:
-            options = dict(catalog.get_job(job).options or {})
-            last = catalog.last_checkpoint(job)
-        except JobNotFoundError:
-            options, last = {}, None
+        options = dict(catalog.get_job(job).options or {})
+        last = catalog.last_checkpoint(job)
         if self.spec.reset_state and last is not None:
             options["reset_state_at"] = last.window  # reset once: retries after progress keep the new state
         options[RUN_KEY] = self.spec.to_dict()
         catalog.ensure_job(job, self.ref, options)
-        self.claimed = True
+        self.spec_saved = True
 
     def save_spec(self) -> None:
         if not self.job:
@@ -448,8 +455,12 @@ class JobRunner:
         self.ctl.catalog.ensure_job(self.job, rec.pipeline_ref, {**(rec.options or {}), RUN_KEY: self.spec.to_dict()})
 
     def _pending_reset(self) -> bool:
+        """A reset asked for (by a restore, or by this run) and not yet done: no window completed since."""
         catalog = self.ctl.catalog
-        rec = catalog.get_job(self.job or "")
+        try:
+            rec = catalog.get_job(self.job or "")
+        except JobNotFoundError:
+            return False
         pending = (rec.options or {}).get("reset_state_at")
         last = catalog.last_checkpoint(rec.name)
         return pending is not None and last is not None and last.window == pending

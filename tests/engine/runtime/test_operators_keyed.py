@@ -18,7 +18,8 @@ import lockgate as lg
 import pandas as pd
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # reference.py, beside this file
+if str(Path(__file__).resolve().parent) not in sys.path:  # reference.py, beside this file
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reference import (
     CYCLE_US,
     T0_ISO,
@@ -33,6 +34,7 @@ from reference import (
 
 SOURCE = {"events_per_second": 101, "seed": 11}
 LAST = W0 + 3
+FEW = {"events_per_second": 5, "seed": 11, "max_events": 60}  # 46 bids in cycle 0, 6 in cycle 1
 WITHIN_S = 15
 NULL_KEY = "CASE WHEN bidder % 5 = 0 THEN NULL ELSE bidder END"
 TOTALS = {
@@ -55,6 +57,11 @@ def keyed_pipeline() -> lg.Pipeline:
         bids.key_by("bidder")
         .deduplicate(within=timedelta(seconds=WITHIN_S), name="recent")
         .sink(lg.CollectSink("recent"), name="recent_out")
+    )
+    # a global (unkeyed) running aggregate over a source that runs dry after cycle 1
+    few = p.source(lg.NexmarkSource("bid", start=T0_ISO, **FEW), name="few_bids")
+    few.aggregate(name="global_totals", n=lg.count(), total=lg.sum("price")).sink(
+        lg.CollectSink("global_totals"), name="global_totals_out"
     )
     return p
 
@@ -101,6 +108,20 @@ def test_running_aggregate(client, run, bids):
     )
     assert result["k"].isna().any()
     assert len(result) < len(set(bids["k"])) * (LAST - W0 + 1), "only touched keys are emitted"
+
+
+def test_global_running_aggregate_emits_only_in_cycles_with_records(client, run):
+    bids = nexmark_events("bid", W0, LAST, **FEW)
+    assert set(bids["cycle"]) == {W0, W0 + 1}
+    expected = pd.DataFrame(
+        [
+            {"n": int((bids["cycle"] <= w).sum()), "total": int(bids.loc[bids["cycle"] <= w, "price"].sum()),
+             "as_of": (w + 1) * CYCLE_US, "lg_window": w}
+            for w in (W0, W0 + 1)
+        ]
+    )  # fmt: skip
+    result = read_sink(client, "op_keyed", "global_totals")
+    assert_same_rows(result, expected, ["lg_window"], what="global running aggregate")
 
 
 def dedup_reference(bids, key, within_us=None):

