@@ -170,10 +170,13 @@ class Bench:
             log(f"{wl}: {WORKLOADS[wl].title}; {self.events(wl):,} input events")
             self.reference(wl)
             order = [c for c in self.contenders if c != "batch"]
+            first = ["batch"] if "batch" in self.contenders else []
             for rep in range(warm + reps):
                 warmup = rep < warm
-                plan = [(c, self.finest) for c in (["batch"] if "batch" in self.contenders else []) + order]
-                if not warmup:
+                if warmup:  # every contender once, on the fewest cycles: caches warm, nothing kept
+                    plan = [(c, min(self.cuts)) for c in first + order]
+                else:
+                    plan = [(c, self.finest) for c in first + order]
                     plan += [(c, cut) for cut in sorted(self.cuts, reverse=True)[1:] for c in order]
                 for contender, cut in plan:
                     self.one(wl, contender, cut, rep - warm, warmup)

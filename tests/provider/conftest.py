@@ -115,10 +115,9 @@ class DagRunResult:
         return self.tasks[task_id][1]
 
     def xcom(self, task_id: str, key: str = "return_value") -> Any:
-        from sqlalchemy import select
-
         from airflow.models.xcom import XComModel
         from airflow.utils.session import create_session
+        from sqlalchemy import select
 
         with create_session() as session:
             row = session.execute(

@@ -19,10 +19,9 @@ def _bids(first_n: int, last_n: int) -> int:
 
 
 def _asset_events(uri: str) -> list:
-    from sqlalchemy import select
-
     from airflow.models.asset import AssetEvent, AssetModel
     from airflow.utils.session import create_session
+    from sqlalchemy import select
 
     with create_session() as session:
         rows = session.execute(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -94,10 +95,9 @@ with DAG("op_gap", schedule=None, start_date=datetime(2026, 1, 1), catchup=False
 
 
 def test_run_windows_emits_one_asset_event_per_window_and_pushes_the_summary(lg_env, run_dag, test_dag, tiny_pipeline):
-    from sqlalchemy import select
-
     from airflow.models.asset import AssetEvent, AssetModel
     from airflow.utils.session import create_session
+    from sqlalchemy import select
 
     ref = tiny_pipeline("op_events")
     test_dag("dag_op_events", HEADER + f'''
@@ -137,16 +137,17 @@ def test_sensor_poke_reschedule_deferrable_and_timeout(lg_env, run_dag, test_dag
     client = lockgate.connect("embedded", home=str(lg_env.home))
     client.run(ref, first=W0, last=W0)
     client.start_run(ref, first=W0 + 1, last=W0 + 3)  # goes on while the sensors wait
-    test_dag("dag_op_sense", HEADER + '''
+    test_dag("dag_op_sense", HEADER + f'''
 with DAG("op_sense", schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
-    poke = LockgateCheckpointSensor(task_id="poke", job="op_sense", window=%d, poke_interval=0.5, timeout=300)
+    poke = LockgateCheckpointSensor(task_id="poke", job="op_sense", window={W0 + 1}, poke_interval=0.5, timeout=300)
     resched = LockgateCheckpointSensor(task_id="reschedule", job="op_sense", mode="reschedule",
                                        window="2026-01-01T00:03:00+00:00", poke_interval=1, timeout=300)
-    deferred = LockgateCheckpointSensor(task_id="deferred", job="op_sense", window="{{ params.w }}",
-                                        deferrable=True, poke_interval=0.5, timeout=300, params={"w": %d})
-    never = LockgateCheckpointSensor(task_id="times_out", job="op_sense", window=%d, poke_interval=0.5, timeout=2)
+    deferred = LockgateCheckpointSensor(task_id="deferred", job="op_sense", window="{{{{ params.w }}}}",
+                                        deferrable=True, poke_interval=0.5, timeout=300, params={{"w": {W0 + 3}}})
+    never = LockgateCheckpointSensor(task_id="times_out", job="op_sense", window={W0 + 50}, poke_interval=0.5,
+                                     timeout=2)
     poke >> resched >> deferred >> never
-''' % (W0 + 1, W0 + 3, W0 + 50))
+''')
     res = run_dag("op_sense")
     assert res.state_of("poke") == "success"
     assert res.state_of("reschedule") == "success"
@@ -187,14 +188,13 @@ with DAG("op_failed", schedule=None, start_date=datetime(2026, 1, 1), catchup=Fa
 
 
 def test_start_stop_and_restore_a_continuous_pipeline(lg_env, run_dag, test_dag, tiny_pipeline):
-    import pyarrow.dataset as ds
-
     import lockgate
+    import pyarrow.dataset as ds
 
     ref = tiny_pipeline("op_live")
     # a bounded feed of 4 minutes: the continuous job catches up, then waits for more data
-    text = open(ref.split(":")[0]).read().replace('start="2026-01-01T00:00:00")', 'start="2026-01-01T00:00:00", max_events=480)')
-    open(ref.split(":")[0], "w").write(text)
+    path = Path(ref.split(":")[0])
+    path.write_text(path.read_text().replace('start="2026-01-01T00:00:00")', 'start="2026-01-01T00:00:00", max_events=480)'))
     test_dag("dag_op_live", HEADER + f'''
 with DAG("op_live", schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
     start = LockgateStartPipelineOperator(task_id="start", pipeline="{ref}")
@@ -219,14 +219,13 @@ with DAG("op_live", schedule=None, start_date=datetime(2026, 1, 1), catchup=Fals
 
 
 def test_on_kill_stops_the_embedded_run_at_a_window_boundary(lg_env, tiny_pipeline):
+    import lockgate
     from airflow.sdk import DAG
     from airflow.sdk.exceptions import AirflowException
-
-    import lockgate
     from lockgate_provider.operators.lockgate import LockgateRunWindowsOperator
 
     ref = tiny_pipeline("op_kill")
-    with DAG("op_kill", schedule=None, start_date=datetime(2026, 1, 1)) as dag:
+    with DAG("op_kill", schedule=None, start_date=datetime(2026, 1, 1)):
         op = LockgateRunWindowsOperator(task_id="run", pipeline=ref, first_window=W0, last_window=W0 + 30)
     client = lockgate.connect("embedded", home=str(lg_env.home))
     outcome: dict[str, BaseException] = {}

@@ -11,9 +11,8 @@ import pytest
 
 
 def test_entry_point_and_provider_info_validate_against_airflow_schema():
-    import jsonschema
-
     import airflow
+    import jsonschema
 
     eps = [e for e in entry_points(group="apache_airflow_provider") if e.value.startswith("lockgate_provider")]
     assert len(eps) == 1, eps

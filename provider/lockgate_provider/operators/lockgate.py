@@ -399,7 +399,9 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
                 "again; resuming at window %d from the checkpoint of window %d",
                 p["first"], min(done, p["last"]), p["job"], done + 1, done,
             )
-        if not self.hook.embedded:
+        if done is not None and done >= p["last"]:
+            self.log.info("Every window of the range is committed already: nothing to run")
+        elif not self.hook.embedded:
             try:
                 started = client.start_run(
                     self.pipeline, job=p["job"], first=p["first"], last=p["last"], reset_state=self.reset_state
