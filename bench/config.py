@@ -43,7 +43,7 @@ class Size:
 
 SIZES = {
     # the smoke run of the test command: a few windows, correctness only
-    "tiny": Size("tiny", events=20_000, windows=4, cuts=(4,), restore_windows=4, kill_after=1, timeout_s=600),
+    "tiny": Size("tiny", events=20_000, windows=4, cuts=(2, 4), restore_windows=4, kill_after=1, timeout_s=600),
     "small": Size("small", events=1_000_000, windows=200, cuts=(10, 50, 200), restore_windows=20,
                   kill_after=9, timeout_s=3600),
     "full": Size("full", events=10_000_000, windows=200, cuts=(10, 50, 200), restore_windows=20,

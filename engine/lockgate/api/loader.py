@@ -38,6 +38,7 @@ def load_pipeline(ref: str) -> Pipeline:
         except Exception as err:
             del sys.modules[name]
             raise PipelineLoadError(f"importing {target!r} failed: {type(err).__name__}: {err}") from err
+        _ship_by_value(module)
     else:
         try:
             module = importlib.import_module(target)
@@ -55,3 +56,14 @@ def load_pipeline(ref: str) -> Pipeline:
     if not isinstance(obj, Pipeline):
         raise PipelineLoadError(f"{ref!r} is a {type(obj).__name__}, not a lockgate.Pipeline")
     return obj
+
+
+def _ship_by_value(module: object) -> None:
+    """Spark's Python workers cannot import a pipeline *file* by its synthetic module
+    name: pickle its functions (map_batches, UDFs) with their code instead."""
+    try:
+        from pyspark import cloudpickle
+
+        cloudpickle.register_pickle_by_value(module)
+    except (ImportError, ValueError):  # pragma: no cover - Spark absent or already registered
+        pass

@@ -222,7 +222,9 @@ class Stream:
         return self._then("running_aggregate", config, name)
 
     def deduplicate(self, *columns: str, within: timedelta | None = None, name: str | None = None) -> Stream:
-        """Drop records whose ``columns`` were already seen (the earliest by event time wins).
+        """Drop records whose ``columns`` were already seen: the first record of a key wins
+        (within one cycle, the earliest by event time; across cycles, the one seen first, as
+        output already emitted is never retracted).
 
         :param within: forget a key once the watermark is this far past it (bounded state);
             ``None`` keeps every key forever.

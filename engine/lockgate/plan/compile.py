@@ -176,6 +176,13 @@ def _analyze(graph: PipelineGraph, pipeline: Pipeline, spark: SparkSession) -> N
             msg = str(err).strip().splitlines()[0]
             cols = ", ".join(in_schemas[0].fieldNames()) if in_schemas else ""
             raise CompileError(f"{msg} (input columns: {cols})", vid) from None
+        dupes = sorted({n for n in schema.fieldNames() if schema.fieldNames().count(n) > 1})
+        if dupes:
+            raise CompileError(
+                f"output has duplicate column names {', '.join(dupes)}: rename the aggregate or column "
+                "(e.g. an aggregate named like a key, or a key called window_start)",
+                vid,
+            )
         frames[vid] = out
         v.schema = _columns(schema)
         v.state = {k.split(".", 1)[1]: _columns(df.schema) for k, df in ctx.state_out.items() if k.startswith(vid + ".")}

@@ -12,6 +12,8 @@ from pathlib import Path
 import psycopg
 import pytest
 import sqlalchemy as sa
+from psycopg import sql
+
 from lockgate.checkpoint import Catalog, CheckpointStatus, CycleState
 from lockgate.checkpoint.catalog import metadata
 from lockgate.control import JobState
@@ -26,7 +28,6 @@ from lockgate.errors import (
     JobStateError,
     PlanNotFoundError,
 )
-from psycopg import sql
 
 PG_DSN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres"
 ENGINE_DIR = Path(__file__).resolve().parents[3] / "engine"

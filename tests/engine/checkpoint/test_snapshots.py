@@ -8,6 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
 from lockgate.checkpoint import SnapshotStore, parse_snapshot_uri
 from lockgate.errors import InvalidArgumentError, SnapshotError
 

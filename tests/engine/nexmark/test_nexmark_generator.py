@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
 from lockgate.nexmark import (
     AUCTION_SCHEMA,
     BID_SCHEMA,

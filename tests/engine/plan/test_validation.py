@@ -156,3 +156,12 @@ def test_dsl_errors_are_immediate():
         bids.join(bids, on="auction", window=None)
     with pytest.raises(ValueError, match="cycle_window must be positive"):
         lg.Pipeline("x", cycle_window=timedelta(0))
+
+
+def test_duplicate_output_columns(spark):
+    p, bids = _bids()
+    bids.key_by("auction").window(lg.Tumbling(timedelta(seconds=10))).aggregate(
+        auction=lg.count(), name="dup"
+    ).sink(lg.CollectSink("out"))
+    err = _compile_error(p, spark)
+    assert err.operator == "dup" and "duplicate column names auction" in str(err)

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+
 from lockgate.nexmark import NexmarkConfig, generate, stream_event_numbers
 
 S = 1_000_000  # microseconds per second

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
+
 from lockgate.errors import SinkCommitError, SinkNotFoundError
 from lockgate.runtime.commit import (
     CollectCommitter,

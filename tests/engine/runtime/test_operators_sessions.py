@@ -15,11 +15,12 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
-import lockgate as lg
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
+import lockgate as lg
 
 if str(Path(__file__).resolve().parent) not in sys.path:  # reference.py, beside this file
     sys.path.insert(0, str(Path(__file__).resolve().parent))

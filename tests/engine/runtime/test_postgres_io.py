@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import psycopg
 import pyarrow as pa
 import pytest
+
 from lockgate.errors import LockgateError
 from lockgate.runtime import postgres as pg
 

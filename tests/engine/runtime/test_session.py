@@ -12,8 +12,9 @@ import sys
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from lockgate.runtime.session import check_java
 from pyspark.sql.functions import pandas_udf, udf
+
+from lockgate.runtime.session import check_java
 
 
 def test_python_udfs(spark):

@@ -11,11 +11,12 @@ import psycopg
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
+from pyspark.sql import functions as F
+
 from lockgate.api.sinks import CollectSink, FileSink, PostgresSink
 from lockgate.errors import CompileError
 from lockgate.runtime.commit import committer_for, read_collected
 from lockgate.runtime.sinks import stage_sink
-from pyspark.sql import functions as F
 
 JOB = "bids"
 T0 = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
