@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
+
 from lockgate.nexmark import STREAMS, NexmarkConfig, write_parquet_windows
 
 from .config import FILE_WINDOW_S, SEED, START, Size

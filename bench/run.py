@@ -64,6 +64,21 @@ def machine() -> dict[str, Any]:
     }
 
 
+def engine_version() -> dict[str, Any]:
+    """The commit the engine was at, and whether its files had local changes (read-only git)."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True,
+                                  timeout=30).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    return {"commit": git("rev-parse", "--short", "HEAD"),
+            "engine_changes": [ln[3:] for ln in git("status", "--porcelain", "engine").splitlines()]}
+
+
 def spark_conf_dir(work: Path) -> Path:
     d = work / "spark-conf"
     d.mkdir(parents=True, exist_ok=True)
@@ -108,6 +123,8 @@ class Bench:
         self.data: dict[str, Any] = {}
         self.started = datetime.now(UTC)
         self.machine = machine()
+        self.failures: list[dict[str, Any]] = []
+        self.engine = engine_version()
 
     # -- plumbing ------------------------------------------------------------------------
     def spec(self, contender: str, workload: str, cut: int, run_dir: Path, data: dict[str, Any] | None = None,
@@ -193,9 +210,17 @@ class Bench:
     def one(self, wl: str, contender: str, cut: int, rep: int, warmup: bool) -> dict[str, Any]:
         tag = f"{contender}-c{cut}-r{rep}" if not warmup else f"{contender}-c{cut}-warmup"
         run_dir = self.work / "runs" / wl / tag
-        if run_dir.exists():
-            shutil.rmtree(run_dir)
-        res, fin = self.launch(self.spec(contender, wl, cut, run_dir), run_dir)
+        for attempt in (1, 2):  # a crashed run (not a wrong output) is retried once
+            if run_dir.exists():
+                shutil.rmtree(run_dir)
+            try:
+                res, fin = self.launch(self.spec(contender, wl, cut, run_dir), run_dir)
+                break
+            except BenchError as err:
+                if attempt == 2:
+                    raise
+                log(f"  {tag}: run failed, retrying once: {str(err).splitlines()[0]}")
+                self.failures.append({"workload": wl, "tag": tag, "error": str(err)[-2000:]})
         assert res is not None
         rows = self.check(contender, wl, run_dir / "out", f"{wl} {tag}")
         events = self.events(wl)
@@ -404,6 +429,8 @@ class Bench:
             "runs": self.runs,
             "restores": self.restores,
             "profiles": self.profiles,
+            "failures": self.failures,
+            "engine": self.engine,
         }
         (self.out / "results.json").write_text(json.dumps(doc, indent=1, default=str))
 

@@ -358,6 +358,7 @@ def run_specs(specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             startup_s=t0 - launched + session_s,
             session_s=session_s,
             driver_memory=spark.sparkContext.getConf().get("spark.driver.memory", "default"),
+            jvm_max_heap_mb=int(spark.sparkContext._jvm.java.lang.Runtime.getRuntime().maxMemory()) // 2**20,
             shuffle_partitions=spark.conf.get("spark.sql.shuffle.partitions"),
         )
         Path(spec["result"]).write_text(json.dumps(res, default=str))

@@ -54,8 +54,9 @@ WORKLOADS: dict[str, Workload] = {
 
 def schema_ddl(stream: str) -> str:
     """Spark DDL of a Nexmark stream (the explicit schema every reader is given)."""
-    from lockgate.nexmark import SCHEMAS
     from pyspark.sql.pandas.types import from_arrow_schema
+
+    from lockgate.nexmark import SCHEMAS
 
     return ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in from_arrow_schema(SCHEMAS[stream]).fields)
 

@@ -2,9 +2,17 @@
 
 Set ``LOCKGATE_FAULT=<point>:<window>`` (e.g. ``after_stage:3``) and the process group
 is killed with SIGKILL when window 3 reaches that point, JVM included, exactly as
-``kill -9`` would. Points, in round order: ``before_run``, ``before_stage``,
-``after_stage``, ``mid_commit`` (after the first sink committed), ``after_commit``,
-``after_checkpoint``. Unset in production: then this is one dictionary look-up.
+``kill -9`` would. Without ``:<window>`` the first window to reach the point dies.
+Points, in round order: ``before_run``, ``before_stage``, ``after_stage``,
+``mid_commit`` (after the first sink, by name, committed; needs two sinks or more),
+``after_commit``, ``after_checkpoint``. The commit points also fire while a restarted
+run replays a staged window's commit, so a crash during recovery can be aimed at too.
+
+The process group is killed only when this process leads it (``start_new_session``,
+as a test or a supervisor starts a run); otherwise only this process is killed, and the
+Spark JVM, which watches its parent, exits on its own. A malformed ``LOCKGATE_FAULT``
+is an error at the first crash point, never a silently ignored fault. Unset in
+production: then this is one dictionary look-up.
 """
 
 from __future__ import annotations
@@ -12,15 +20,36 @@ from __future__ import annotations
 import os
 import signal
 
+from ..errors import InvalidArgumentError
+
 POINTS = ("before_run", "before_stage", "after_stage", "mid_commit", "after_commit", "after_checkpoint")
+
+ENV = "LOCKGATE_FAULT"
+
+
+def parse(spec: str) -> tuple[str, int | None]:
+    """``(point, window)`` of a ``LOCKGATE_FAULT`` value (window None: any window)."""
+    point, sep, window = spec.strip().partition(":")
+    if point not in POINTS or (sep and not window.strip().lstrip("-").isdigit()):
+        raise InvalidArgumentError(
+            f"{ENV}={spec!r}: expected <point>[:<window>], the point one of {', '.join(POINTS)} "
+            "and the window an integer, e.g. after_stage:3"
+        )
+    return point, (int(window) if sep else None)
+
+
+def crash() -> None:
+    """SIGKILL this run: its whole process group when it leads one, else this process."""
+    if os.getpgid(0) == os.getpid():  # our own process group: take the JVM with us
+        os.killpg(os.getpid(), signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def maybe_crash(point: str, window: int) -> None:
-    spec = os.environ.get("LOCKGATE_FAULT")
+    """Crash here when ``LOCKGATE_FAULT`` names this point (and this window)."""
+    spec = os.environ.get(ENV)
     if not spec:
         return
-    want, _, w = spec.partition(":")
-    if want == point and (not w or int(w) == window):
-        if os.getpgid(0) == os.getpid():  # our own process group: take the JVM with us
-            os.killpg(os.getpid(), signal.SIGKILL)
-        os.kill(os.getpid(), signal.SIGKILL)
+    want, at = parse(spec)
+    if want == point and (at is None or at == window):
+        crash()

@@ -13,6 +13,11 @@ A round (GeaFlow's head and tail) for window ``W``:
 manifest (a replay is a no-op for a sink that had committed), a RUNNING one is aborted
 and its staged files deleted, and sink output of windows after the last checkpoint is
 retracted: whatever instant the last run died at, nothing is lost or duplicated.
+
+A plan whose state layout does not fit the checkpoint to restore, or a damaged state
+snapshot, is refused before the scheduler takes the job over, so nothing changes; any
+later error (a window gap included) leaves the job FAILED with the error, never resting
+half-started in SCHEDULING or RUNNING.
 """
 
 from __future__ import annotations

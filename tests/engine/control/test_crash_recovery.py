@@ -40,6 +40,7 @@ import psutil
 import psycopg
 import pyarrow.dataset as ds
 import pytest
+
 from lockgate.checkpoint.catalog import Catalog, CheckpointStatus, CycleState
 from lockgate.checkpoint.snapshots import SnapshotStore
 from lockgate.control import faults
@@ -84,6 +85,20 @@ bidders.sink(lg.PostgresSink(PG, TABLE + "_bidder"), name="bidder_pg")
 '''
 
 
+_LIVE: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_run_outlives_its_test():
+    """A failing test must not leave a lockgate run (and its JVM) behind."""
+    yield
+    while _LIVE:
+        proc = _LIVE.pop()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
 class Scenario:
     """One job: its home, pipeline file, output folder and PostgreSQL tables."""
 
@@ -112,6 +127,7 @@ class Scenario:
                "--from-window", str(FIRST), "--to-window", str(LAST), "--no-progress"]
         with open(log, "wb") as fh:
             proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        _LIVE.append(proc)
         self.runs.append({"fault": fault, "log": log, "t0": time.monotonic(), "started": time.time()})
         return proc, log
 
@@ -126,9 +142,6 @@ class Scenario:
         self.runs[-1]["rc"] = rc
         assert_group_gone(proc.pid)
         return rc
-
-    def run(self, fault: str | None = None) -> int:
-        return self.wait(*self.start(fault))
 
     def finish(self) -> None:
         """Rerun without any fault: the job must recover and finish."""

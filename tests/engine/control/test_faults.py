@@ -11,6 +11,7 @@ import time
 
 import psutil
 import pytest
+
 from lockgate.control import faults
 from lockgate.errors import InvalidArgumentError
 
@@ -19,7 +20,10 @@ CHILD = textwrap.dedent(
     import subprocess, sys, time
     from lockgate.control import faults
 
-    helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    helper = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
     print(helper.pid, flush=True)
     for w in range(5):
         faults.maybe_crash("before_run", w)

@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 import pyarrow.dataset as ds
 import pytest
+
 from lockgate.checkpoint.catalog import CheckpointStatus
 from lockgate.client.embedded import EmbeddedClient
 from lockgate.errors import (

@@ -240,6 +240,10 @@ class Events:
                     pytest.fail(f"no {what}: {why}; last events: {kinds}; error: {self.error}", pytrace=False)
                 self.cond.wait(min(left, 0.5))
 
+    def __len__(self) -> int:
+        with self.cond:
+            return len(self.items)
+
     def kinds(self) -> list[str]:
         with self.cond:
             return [e.kind for _, e in self.items]

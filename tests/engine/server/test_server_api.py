@@ -14,6 +14,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+
 from lockgate.checkpoint.catalog import Catalog
 from lockgate.errors import CompileError, JobNotFoundError, JobStateError, PipelineLoadError, WindowGapError
 from lockgate.server.generated import lockgate_controller_pb2 as pb

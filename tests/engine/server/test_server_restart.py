@@ -15,6 +15,7 @@ import random
 import time
 
 import pytest
+
 from lockgate.checkpoint.catalog import Catalog, CycleState
 
 pytestmark = pytest.mark.slow

@@ -9,6 +9,7 @@ import sys
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+
 from lockgate.checkpoint.catalog import Catalog
 from lockgate.server.errors import AuthenticationError, ControllerUnavailableError
 from lockgate.server.generated import lockgate_controller_pb2 as pb
