@@ -482,7 +482,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--cuts", type=lambda s: [int(x) for x in _csv(s)], default=None,
                    help="numbers of cycles to cut the data into (default: the size's, e.g. 10,50,200)")
     p.add_argument("--restore-workloads", type=_csv, default=["w1"], help="'' to skip the kill -9 runs")
-    p.add_argument("--profile-workloads", type=_csv, default=["w0", "w1"], help="'' to skip profiling")
+    p.add_argument("--profile-workloads", type=_csv, default=["w0", "w1", "w3"], help="'' to skip profiling")
     p.add_argument("--check-only", action="store_true",
                    help="smoke run: every workload and contender once in one process, outputs compared")
     p.add_argument("--work", default=os.environ.get("LOCKGATE_BENCH_WORK", "/tmp/lockgate-bench"),

@@ -18,6 +18,7 @@ import os
 from datetime import datetime, timedelta
 
 from airflow.sdk import DAG, Param, task
+
 from lockgate_provider.assets import lockgate_windows_alias
 from lockgate_provider.operators.lockgate import LockgateRunWindowsOperator
 

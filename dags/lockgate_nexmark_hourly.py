@@ -20,6 +20,7 @@ import os
 from datetime import UTC, datetime, timedelta
 
 from airflow.sdk import DAG, CronDataIntervalTimetable, task
+
 from lockgate_provider.assets import lockgate_windows_alias
 from lockgate_provider.operators.lockgate import LockgateCompileOperator, LockgateRunWindowsOperator
 

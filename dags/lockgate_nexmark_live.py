@@ -19,6 +19,7 @@ import os
 from datetime import datetime
 
 from airflow.sdk import DAG, Param, task
+
 from lockgate_provider.assets import lockgate_asset
 from lockgate_provider.operators.lockgate import LockgateStartPipelineOperator, LockgateStopPipelineOperator
 from lockgate_provider.sensors.lockgate import LockgateCheckpointSensor

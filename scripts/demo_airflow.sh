@@ -41,8 +41,8 @@ airflow dags test "$DAG_ID" >"$LOG" 2>&1
 rc=$?
 set -e
 # the story, from the task logs
-grep -E "armed:|Lockgate job '[^']*': windows|Window [0-9]+ committed|failed in window|already committed|Job '[^']*': windows|exact:|Marking run" "$LOG" \
-    | sed -E 's/^[0-9T:.-]+Z \[[a-z ]+\] //; s/ \[airflow[^]]*\]( loc=[^ ]*)?.*$//; s/^/  /' || true
+grep -E "armed:|Lockgate job '[^']*': windows|Window [0-9]+ committed|failed in window|already committed|Job '[^']*': windows|exact:" "$LOG" \
+    | sed -E 's/^[0-9T:.-]+Z \[[a-z ]+\] //; s/ \[airflow[^]]*\]( loc=[^ ]*)?.*$//; s/^airflow\.sdk\.exceptions\.//; s/^/  /' || true
 
 set +e
 python - "$DAG_ID" <<'PY'

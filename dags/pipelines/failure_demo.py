@@ -13,9 +13,10 @@ import contextlib
 import os
 from datetime import UTC, datetime, timedelta
 
-import lockgate as lg
 import pyarrow as pa
 import pyarrow.compute as pc
+
+import lockgate as lg
 
 
 def examples_out() -> str:

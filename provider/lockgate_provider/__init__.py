@@ -70,6 +70,11 @@ def get_provider_info() -> dict[str, Any]:
                         "description": "Path of the PEM file of the CA that signed the controller's certificate.",
                         "schema": {"type": ["string", "null"]},
                     },
+                    "tls_server_name": {
+                        "label": "TLS server name",
+                        "description": "The name in the controller's certificate, when it differs from the host.",
+                        "schema": {"type": ["string", "null"]},
+                    },
                     "timeout": {
                         "label": "Timeout (s)",
                         "description": "Seconds a call to the controller may take.",

@@ -24,6 +24,7 @@ def test_missing_default_connection_means_the_embedded_engine(lg_env):
 
 def test_a_missing_named_connection_is_an_error(lg_env):
     from airflow.sdk.exceptions import AirflowNotFoundException
+
     from lockgate_provider.hooks.lockgate import LockgateHook
 
     with pytest.raises(AirflowNotFoundException):
@@ -66,6 +67,7 @@ def test_embedded_spark_comes_from_the_apache_spark_connections(lg_env, monkeypa
 
 def test_connection_test_embedded_live_controller_and_dead_controller(lg_env, monkeypatch, controller, helpers):
     from airflow.models.connection import Connection
+
     from lockgate_provider.hooks.lockgate import LockgateHook
 
     ok, msg = LockgateHook().test_connection()

@@ -188,8 +188,9 @@ with DAG("op_failed", schedule=None, start_date=datetime(2026, 1, 1), catchup=Fa
 
 
 def test_start_stop_and_restore_a_continuous_pipeline(lg_env, run_dag, test_dag, tiny_pipeline):
-    import lockgate
     import pyarrow.dataset as ds
+
+    import lockgate
 
     ref = tiny_pipeline("op_live")
     # a bounded feed of 4 minutes: the continuous job catches up, then waits for more data
@@ -219,9 +220,10 @@ with DAG("op_live", schedule=None, start_date=datetime(2026, 1, 1), catchup=Fals
 
 
 def test_on_kill_stops_the_embedded_run_at_a_window_boundary(lg_env, tiny_pipeline):
-    import lockgate
     from airflow.sdk import DAG
     from airflow.sdk.exceptions import AirflowException
+
+    import lockgate
     from lockgate_provider.operators.lockgate import LockgateRunWindowsOperator
 
     ref = tiny_pipeline("op_kill")
@@ -256,3 +258,56 @@ def test_on_kill_stops_the_embedded_run_at_a_window_boundary(lg_env, tiny_pipeli
     job = client.get_job("op_kill")
     assert job.state == "FINISHED" and W0 <= job.last_window < W0 + 30
     assert f"a retry resumes at window {job.last_window + 1}" in str(err)
+
+
+def test_run_windows_on_a_controller_deferred_and_followed_from_the_worker(grpc_env, run_dag, test_dag, tiny_pipeline):
+    ref = tiny_pipeline("op_grpc")
+    test_dag("dag_op_grpc", HEADER + f'''
+with DAG("op_grpc", schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
+    deferred = LockgateRunWindowsOperator(task_id="deferred", pipeline="{ref}", first_window={W0},
+                                          last_window={W0 + 1}, poll_interval=0.5)
+    followed = LockgateRunWindowsOperator(task_id="followed", pipeline="{ref}", start="2026-01-01T00:02:00+00:00",
+                                          end="2026-01-01T00:04:00+00:00", deferrable=False, poll_interval=0.5)
+    deferred >> followed
+''')
+    res = run_dag("op_grpc")
+    assert res.state == "success", res.tasks
+    assert [c["window"] for c in res.xcom("deferred")["checkpoints"]] == [W0, W0 + 1]
+    assert [c["window"] for c in res.xcom("followed")["checkpoints"]] == [W0 + 2, W0 + 3]
+    assert res.xcom("followed")["rows_in"] == _bids(240, 480)
+    assert res.xcom("deferred", "_link_LockgateJobLink") == f"grpc://127.0.0.1:{grpc_env.port}/jobs/op_grpc"
+
+
+def test_a_retry_reattaches_to_the_run_still_going_on_the_controller(grpc_env, tiny_pipeline):
+    """After a worker crash, the next try finds the run in the task state store and follows
+    it again (ResumableJobMixin) instead of starting another."""
+    from airflow.sdk import DAG
+    from airflow.sdk.exceptions import TaskDeferred
+
+    from lockgate_provider.operators.lockgate import LockgateRunWindowsOperator
+
+    class Store(dict):
+        def set(self, key, value, **_):
+            self[key] = value
+
+    ref = tiny_pipeline("op_attach")
+    store = Store()
+    context = {"data_interval_start": None, "data_interval_end": None, "task_state_store": store}
+
+    def attempt() -> TaskDeferred:
+        with DAG("op_attach", schedule=None, start_date=datetime(2026, 1, 1)):
+            op = LockgateRunWindowsOperator(task_id="run", pipeline=ref, first_window=W0, last_window=W0 + 200)
+        with pytest.raises(TaskDeferred) as deferred:
+            op.execute(context)
+        return deferred.value
+
+    first = attempt()
+    assert store["lockgate_run"]["job"] == "op_attach" and store["lockgate_run"]["last"] == W0 + 200
+    client = grpc_env.client()
+    before = client.get_job("op_attach")
+    assert before.state in ("SCHEDULING", "RUNNING")
+    second = attempt()  # the "retry": the job is still running, so no second start
+    assert second.trigger.serialize() == first.trigger.serialize()
+    after = client.get_job("op_attach")
+    assert after.generation == before.generation and after.state in ("SCHEDULING", "RUNNING")
+    client.stop("op_attach", drain=False, timeout=60)

@@ -36,8 +36,9 @@ def _first_event(trigger, timeout: float = 240):
 def test_triggers_serialise_round_trip(make, airflow_db):
     import importlib
 
-    import lockgate_provider.triggers.lockgate as m
     from airflow.models.trigger import Trigger
+
+    import lockgate_provider.triggers.lockgate as m
 
     trigger = make(m)
     classpath, kwargs = trigger.serialize()

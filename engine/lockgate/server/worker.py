@@ -212,15 +212,25 @@ class Worker:
                 _die(f"task {kind} crashed: {type(err).__name__}: {err}")
 
     def cancel(self, reason: str) -> None:
-        if self.status != "running" or self.spark is None:
+        """Cancel the running round: its Spark jobs now, and any it starts until it ends (a
+        round runs several Spark jobs, with Python work between them)."""
+        if self.status != "running" or self.spark is None or self.cancelled:
             return
         self.cancelled = True
-        log_event(log, "cancel", reason=reason, window=self.window)
-        with contextlib.suppress(Exception):
-            if hasattr(self.spark, "interruptAll") and getattr(self.spark, "_sc", None) is None:
-                self.spark.interruptAll()  # Spark Connect
-            else:
-                self.spark.sparkContext.cancelAllJobs()
+        window = self.window
+        log_event(log, "cancel", reason=reason, window=window)
+
+        def keep_cancelling() -> None:
+            deadline = time.monotonic() + 120
+            while self.status == "running" and self.window == window and time.monotonic() < deadline:
+                with contextlib.suppress(Exception):
+                    if getattr(self.spark, "_sc", None) is None and hasattr(self.spark, "interruptAll"):
+                        self.spark.interruptAll()  # Spark Connect
+                    else:
+                        self.spark.sparkContext.cancelAllJobs()
+                time.sleep(0.2)
+
+        threading.Thread(target=keep_cancelling, name="lockgate-cancel", daemon=True).start()
 
     # -- main ----------------------------------------------------------------------------
     def _hello(self) -> Any:

@@ -21,9 +21,10 @@ import os
 import threading
 from typing import Any
 
-import lockgate
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
+
+import lockgate
 from lockgate import AsyncClient, Client
 
 DEFAULT_PORT = 50051
@@ -119,6 +120,7 @@ class LockgateHook(BaseHook):
             "token": token or None,
             "use_tls": _truthy(self._extra(extra, "use_tls", False)),
             "tls_ca": self._extra(extra, "tls_ca"),
+            "tls_server_name": self._extra(extra, "tls_server_name"),
             "timeout": float(timeout),
             "ui_url": self._extra(extra, "ui_url"),
             "home": self._extra(extra, "lockgate_home"),
@@ -214,6 +216,8 @@ class LockgateHook(BaseHook):
             opts["token"] = s["token"]
         if s["tls_ca"]:
             opts["tls_ca"] = s["tls_ca"]
+        if s["tls_server_name"]:
+            opts["server_name"] = s["tls_server_name"]
         return opts
 
     # -- clients ----------------------------------------------------------------------

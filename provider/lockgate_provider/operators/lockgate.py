@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Asset, AssetAlias, BaseOperator, ResumableJobMixin
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
 from lockgate.errors import (
     CompileError,
     JobNotFoundError,
@@ -31,7 +32,6 @@ from lockgate.errors import (
     PipelineLoadError,
     WindowGapError,
 )
-
 from lockgate_provider.assets import lockgate_asset
 from lockgate_provider.hooks.lockgate import LockgateHook
 from lockgate_provider.links.lockgate import LockgateJobLink
@@ -39,6 +39,7 @@ from lockgate_provider.triggers.lockgate import LockgateRunTrigger
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
     from lockgate import Client, JobInfo
 
 ACTIVE_STATES = frozenset({"COMPILING", "SCHEDULING", "RUNNING", "RECOVERING", "STOPPING"})

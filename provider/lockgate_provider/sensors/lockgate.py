@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Asset, AssetAlias, BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
-from lockgate.errors import JobNotFoundError
 
+from lockgate.errors import JobNotFoundError
 from lockgate_provider.assets import lockgate_asset
 from lockgate_provider.hooks.lockgate import LockgateHook
 from lockgate_provider.links.lockgate import LockgateJobLink
