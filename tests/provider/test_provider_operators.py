@@ -260,7 +260,15 @@ def test_on_kill_stops_the_embedded_run_at_a_window_boundary(lg_env, tiny_pipeli
     assert f"a retry resumes at window {job.last_window + 1}" in str(err)
 
 
-def test_run_windows_on_a_controller_deferred_and_followed_from_the_worker(grpc_env, run_dag, test_dag, tiny_pipeline):
+def test_run_windows_on_a_controller_deferred_followed_and_reattached(grpc_env, run_dag, test_dag, tiny_pipeline):
+    """With a controller: deferred (the trigger follows the job), followed from the worker
+    (deferrable=False), and, after a worker crash, re-attached by the next try through the
+    task state store (ResumableJobMixin) instead of starting another run."""
+    from airflow.sdk import DAG
+    from airflow.sdk.exceptions import TaskDeferred
+
+    from lockgate_provider.operators.lockgate import LockgateRunWindowsOperator
+
     ref = tiny_pipeline("op_grpc")
     test_dag("dag_op_grpc", HEADER + f'''
 with DAG("op_grpc", schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
@@ -277,37 +285,29 @@ with DAG("op_grpc", schedule=None, start_date=datetime(2026, 1, 1), catchup=Fals
     assert res.xcom("followed")["rows_in"] == _bids(240, 480)
     assert res.xcom("deferred", "_link_LockgateJobLink") == f"grpc://127.0.0.1:{grpc_env.port}/jobs/op_grpc"
 
-
-def test_a_retry_reattaches_to_the_run_still_going_on_the_controller(grpc_env, tiny_pipeline):
-    """After a worker crash, the next try finds the run in the task state store and follows
-    it again (ResumableJobMixin) instead of starting another."""
-    from airflow.sdk import DAG
-    from airflow.sdk.exceptions import TaskDeferred
-
-    from lockgate_provider.operators.lockgate import LockgateRunWindowsOperator
-
+    # the next range, as a try that starts the run and defers, then "crashes"
     class Store(dict):
         def set(self, key, value, **_):
             self[key] = value
 
-    ref = tiny_pipeline("op_attach")
     store = Store()
     context = {"data_interval_start": None, "data_interval_end": None, "task_state_store": store}
 
     def attempt() -> TaskDeferred:
-        with DAG("op_attach", schedule=None, start_date=datetime(2026, 1, 1)):
-            op = LockgateRunWindowsOperator(task_id="run", pipeline=ref, first_window=W0, last_window=W0 + 200)
+        with DAG("op_grpc_attach", schedule=None, start_date=datetime(2026, 1, 1)):
+            op = LockgateRunWindowsOperator(task_id="run", pipeline=ref, first_window=W0 + 4, last_window=W0 + 300)
         with pytest.raises(TaskDeferred) as deferred:
             op.execute(context)
         return deferred.value
 
     first = attempt()
-    assert store["lockgate_run"]["job"] == "op_attach" and store["lockgate_run"]["last"] == W0 + 200
+    assert store["lockgate_run"] == {"job": "op_grpc", "first": W0 + 4, "last": W0 + 300,
+                                     "controller": f"grpc://127.0.0.1:{grpc_env.port}"}
     client = grpc_env.client()
-    before = client.get_job("op_attach")
+    before = client.get_job("op_grpc")
     assert before.state in ("SCHEDULING", "RUNNING")
-    second = attempt()  # the "retry": the job is still running, so no second start
+    second = attempt()  # the retry: the run is still going, so it is followed, not started again
     assert second.trigger.serialize() == first.trigger.serialize()
-    after = client.get_job("op_attach")
+    after = client.get_job("op_grpc")
     assert after.generation == before.generation and after.state in ("SCHEDULING", "RUNNING")
-    client.stop("op_attach", drain=False, timeout=60)
+    client.stop("op_grpc", drain=False, timeout=60)

@@ -203,12 +203,12 @@ class RemoteWorker:
             if restore.snapshot_uri is not None:
                 task.restore.snapshot_uri = restore.snapshot_uri
             task.restore.snapshot_manifest_json = json.dumps(restore.snapshot_manifest)
-        cancel_sent = False
+        cancel_sent = 0.0
 
-        def on_wait() -> None:
+        def on_wait() -> None:  # a stop without drain cancels the round (resent: it may cross the task)
             nonlocal cancel_sent
-            if runner.stop_event.is_set() and not runner.drain and not cancel_sent:
-                cancel_sent = True
+            if runner.stop_event.is_set() and not runner.drain and time.monotonic() - cancel_sent > 1.0:
+                cancel_sent = time.monotonic()
                 pool.send(h, wpb.WorkerTask(cancel=wpb.Cancel(reason="stop without drain")))
 
         h.cycles_sent += 1
