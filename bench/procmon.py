@@ -22,13 +22,19 @@ class Finished:
     peak_rss_mb: float
     launched_at: float
     timed_out: bool
+    #: CPU seconds of the whole tree over its life (start-up included), sampled
+    cpu_s: float = 0.0
 
 
-def tree_rss(proc: psutil.Process) -> int:
+def tree_rss(proc: psutil.Process, cpu: dict[int, float] | None = None) -> int:
+    """RSS of ``proc`` and its descendants; records each one's CPU seconds in ``cpu``."""
     total = 0
     for p in [proc, *proc.children(recursive=True)]:
         with contextlib.suppress(psutil.Error):
             total += p.memory_info().rss
+            if cpu is not None:
+                t = p.cpu_times()
+                cpu[p.pid] = t.user + t.system
     return total
 
 
@@ -55,6 +61,7 @@ def run_tree(cmd: list[str], *, env: dict[str, str], cwd: Path, log: Path, timeo
         except psutil.Error:
             ps, launched = None, t0
         peak = 0
+        cpu: dict[int, float] = {}
         stop = threading.Event()
 
         def sample() -> None:
@@ -62,7 +69,7 @@ def run_tree(cmd: list[str], *, env: dict[str, str], cwd: Path, log: Path, timeo
             while not stop.is_set():
                 if ps is not None:
                     with contextlib.suppress(psutil.Error):
-                        peak = max(peak, tree_rss(ps))
+                        peak = max(peak, tree_rss(ps, cpu))
                 stop.wait(interval)
 
         sampler = threading.Thread(target=sample, daemon=True)
@@ -82,4 +89,4 @@ def run_tree(cmd: list[str], *, env: dict[str, str], cwd: Path, log: Path, timeo
         if _group_alive(proc.pid):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
-        return Finished(rc, time.time() - t0, peak / 2**20, launched, timed_out)
+        return Finished(rc, time.time() - t0, peak / 2**20, launched, timed_out, sum(cpu.values()))

@@ -232,12 +232,13 @@ class Bench:
             "rows_compared": rows,
             "verified": True,
             "wall_s": fin.wall_s,
+            "tree_cpu_s": fin.cpu_s,
             "peak_rss_mb": fin.peak_rss_mb,
             "throughput": events / res["process_s"],
         }
         rec.pop("per_cycle", None) if cut != self.finest else None
         self.runs.append(rec)
-        log(f"  {tag:<28} {res['process_s']:7.1f}s  {rec['throughput']:>11,.0f} ev/s  "
+        log(f"  {tag:<28} {res['process_s']:7.1f}s  cpu {res['cpu_s']:6.1f}s  {rec['throughput']:>11,.0f} ev/s  "
             f"{res['cycles']:>3} cycles  start-up {res['startup_s']:.1f}s  peak {fin.peak_rss_mb:,.0f} MB  "
             f"output equal ({rows:,} rows)")
         if not self.args.keep_outputs:

@@ -93,6 +93,21 @@ def _py4j_delta(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
     }
 
 
+def tree_cpu_s() -> float:
+    """CPU seconds (user + system) used so far by this process and its children: the Spark
+    JVM and its Python workers. Unlike wall time, it barely moves when other processes
+    compete for the cores."""
+    import psutil
+
+    me = psutil.Process()
+    total = 0.0
+    for p in [me, *me.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            c = p.cpu_times()
+            total += c.user + c.system
+    return total
+
+
 def _spark_jobs(spark: Any) -> int:
     """Spark jobs submitted so far in this driver."""
     sc = spark.sparkContext
@@ -349,7 +364,9 @@ def run_specs(specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     results = []
     for spec in specs:
         Path(spec["work"]).mkdir(parents=True, exist_ok=True)
+        cpu0 = tree_cpu_s()
         res = RUNNERS[spec["contender"]](spec, spark)
+        res["cpu_s"] = tree_cpu_s() - cpu0  # set-up and processing, session start-up apart
         res.update(
             contender=spec["contender"],
             workload=spec["workload"],

@@ -240,7 +240,8 @@ class Controller:
         env["LOCKGATE_EXAMPLES_OUT"] = str(self.out)
         cmd = [
             sys.executable, "-m", "lockgate.cli.main", "server", "--home", str(self.home), "--port", str(self.port),
-            "--heartbeat-interval", "1", "--heartbeat-timeout", "20", "--max-restarts", "0", *self.args,
+            "--heartbeat-interval", "1", "--heartbeat-timeout", "20", "--max-restarts", "0", "--standby-workers", "2",
+            *self.args,
         ]
         with open(self.log, "ab") as fh:
             self.proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=self.root,

@@ -295,12 +295,21 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
         self._plan: dict[str, Any] = {}
 
     # -- the range ----------------------------------------------------------------------
-    def _resolve(self, context: Context, client: Client) -> dict[str, Any]:
-        """Job name, window range and time range of this run."""
+    def _compile(self, client: Client) -> Any:
         try:
-            compiled = client.compile(self.pipeline)
+            return client.compile(self.pipeline)
         except (CompileError, PipelineLoadError) as err:
             raise _fail_on_user_error(err, f"Lockgate pipeline {self.pipeline!r} does not compile") from None
+
+    def _resolve(self, context: Context, client: Client) -> dict[str, Any]:
+        """Job name, window range and time range of this run.
+
+        The embedded engine compiles the pipeline first (in process, it is cheap and fails
+        early with the compile error). A controller resolves pipelines in its workers, so it is
+        asked only what it must: the job's name when none is given, and the windows of a time
+        range; a compile error then comes back from those calls, or from starting the run.
+        """
+        compiled = self._compile(client) if self.hook.embedded or not self.job else None
         job = self.job or compiled.pipeline
         first = as_window(self.first_window, "first_window")
         last = as_window(self.last_window, "last_window")
@@ -316,12 +325,16 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
             if end <= start:
                 wf, wl = 0, -1  # an empty interval: nothing to run
             else:
-                wf, wl = client.windows_for(self.pipeline, start, end)
+                try:
+                    wf, wl = client.windows_for(self.pipeline, start, end)
+                except (CompileError, PipelineLoadError) as err:
+                    raise _fail_on_user_error(err, f"Lockgate pipeline {self.pipeline!r} does not compile") from None
             first = wf if first is None else first
             last = wl if last is None else last
         return {
             "job": job, "first": first, "last": last, "start": start, "end": end,
-            "cycle_s": compiled.cycle_window_s, "plan_version": compiled.plan_version,
+            "cycle_s": compiled.cycle_window_s if compiled else None,
+            "plan_version": compiled.plan_version if compiled else None,
         }
 
     def _plan_from_event(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
@@ -329,13 +342,9 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
         start = as_datetime(self.start, "start") or as_datetime(context.get("data_interval_start"), "data_interval_start")
         end = as_datetime(self.end, "end") or as_datetime(context.get("data_interval_end"), "data_interval_end")
         cps = event.get("checkpoints") or []
-        cycle_s = 0.0
-        if cps:
-            cycle_s = (datetime.fromisoformat(cps[0]["window_end"]) - datetime.fromisoformat(cps[0]["window_start"])).total_seconds()
         return {
             "job": event["job"], "first": int(event["first_window"]), "last": int(event["last_window"]),
-            "start": start, "end": end, "cycle_s": cycle_s,
-            "plan_version": cps[-1]["plan_version"] if cps else None,
+            "start": start, "end": end, "cycle_s": None, "plan_version": cps[-1]["plan_version"] if cps else None,
         }
 
     def execute(self, context: Context) -> Any:
@@ -347,8 +356,8 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
             self.log.info("The range %s..%s holds no cycle window: nothing to run", plan["start"], plan["end"])
             return self._finish(context)
         self.log.info(
-            "Lockgate job %r: windows %d..%d (%d windows of %ss, %s to %s) via %s",
-            plan["job"], plan["first"], plan["last"], plan["last"] - plan["first"] + 1, plan["cycle_s"],
+            "Lockgate job %r: windows %d..%d (%d windows, %s to %s) via %s",
+            plan["job"], plan["first"], plan["last"], plan["last"] - plan["first"] + 1,
             _iso(plan["start"]), _iso(plan["end"]), self.hook.address,
         )
         return self.execute_resumable(context)
@@ -378,7 +387,7 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
         last_cp = max(cps, key=lambda c: c.window) if cps else None
         if last_cp is not None and last_cp.window == done:
             gap_start = last_cp.window_end
-            gap_end = gap_start + timedelta(seconds=p["cycle_s"]) * (p["first"] - done - 1)
+            gap_end = gap_start + (last_cp.window_end - last_cp.window_start) * (p["first"] - done - 1)
         missing = f"window {done + 1}" if done + 1 == p["first"] - 1 else f"windows {done + 1}..{p['first'] - 1}"
         when = f" ({_iso(gap_start)} to {_iso(gap_end)})" if gap_start else ""
         raise LockgateWindowGapError(
@@ -409,6 +418,8 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
                 )
             except WindowGapError as err:
                 raise LockgateWindowGapError(f"{err} Set depends_on_past=True on this task.") from None
+            except (CompileError, PipelineLoadError) as err:
+                raise _fail_on_user_error(err, f"Lockgate pipeline {self.pipeline!r} does not compile") from None
             self.log.info("Started job %r on %s (%s)", started.name, self.hook.address, started.state)
         return self._external_id()
 
@@ -564,7 +575,8 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
             except JobNotFoundError:
                 cps = {}
         windows: list[dict[str, Any]] = []
-        cycle = timedelta(seconds=p["cycle_s"])
+        ref = next(iter(cps.values()), None)
+        cycle = ref.window_end - ref.window_start if ref is not None else timedelta(seconds=p["cycle_s"] or 0)
         for w in range(p["first"], p["last"] + 1):
             cp = cps.get(w)
             rows = self._window_rows.get(w, {})
@@ -574,7 +586,6 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
                     "rows_in": cp.rows_in, "rows_out": cp.rows_out, "plan_version": cp.plan_version,
                 }
             else:  # the checkpoint row expired (keep_checkpoints): what the run itself reported
-                ref = next(iter(cps.values()), None)
                 ws = ref.window_start + cycle * (w - ref.window) if ref is not None else None
                 entry = {
                     "window": w, "window_start": _iso(ws), "window_end": _iso(ws + cycle) if ws else None,
