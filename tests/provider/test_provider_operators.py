@@ -310,4 +310,4 @@ with DAG("op_grpc", schedule=None, start_date=datetime(2026, 1, 1), catchup=Fals
     assert second.trigger.serialize() == first.trigger.serialize()
     after = client.get_job("op_grpc")
     assert after.generation == before.generation and after.state in ("SCHEDULING", "RUNNING")
-    client.stop("op_grpc", drain=False, timeout=60)
+    client.stop("op_grpc", drain=True, timeout=120)
