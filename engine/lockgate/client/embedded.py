@@ -204,7 +204,11 @@ class EmbeddedClient(Client):
         sched = self._scheduler(plan, name, on_event)
         reset = reset_state or self._pending_reset(name)
         sched.prepare(reset_state=reset, pipeline_ref=pipeline)
-        first, last = self._range(plan, sched, first, last, until_caught_up)
+        try:
+            first, last = self._range(plan, sched, first, last, until_caught_up)
+        except LockgateError as err:
+            sched._fail(err)
+            raise
         if last < first:
             rec = self.catalog.get_job(name)
             if not is_terminal(rec.state):
@@ -380,8 +384,8 @@ class EmbeddedClient(Client):
         if job in self._continuous:
             raise JobStateError(f"job '{job}' is running; stop it before restoring it to window {window}")
         plan = self._compiled(rec.pipeline_ref)
+        self.catalog.get_checkpoint(job, window)  # clear error when there is none, before fencing anyone
         generation = self.catalog.acquire(job)
-        self.catalog.get_checkpoint(job, window)  # clear error when there is none
 
         def to(state: JobState, reason: str) -> None:
             self.catalog.transition(job, state, reason, expected_generation=generation)

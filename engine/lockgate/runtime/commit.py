@@ -354,6 +354,11 @@ class PostgresCommitter(SinkCommitter):
     def _where(self) -> str:
         return f"PostgreSQL table {self.table!r} at {pg.safe_url(self.url)}"
 
+    def _marker_sink(self, sink_name: str) -> str:
+        """The marker's sink id: the sink and its target table, so two jobs of the same name
+        (another home or catalog) writing other tables never share a marker."""
+        return f"{sink_name}@{self.table}"
+
     def _ensure_marker_table(self, conn: Any) -> None:
         cur = conn.cursor(adbc_stmt_kwargs=pg.NO_COPY)
         if pg.table_exists(cur, MARKER_TABLE):
@@ -378,7 +383,7 @@ class PostgresCommitter(SinkCommitter):
             return False
         cur.execute(
             f'SELECT count(*) FROM {MARKER_TABLE} WHERE job = $1 AND sink = $2 AND "window" = $3',
-            (job, sink_name, window),
+            (job, self._marker_sink(sink_name), window),
         )
         return cur.fetchone()[0] > 0
 
@@ -458,7 +463,7 @@ class PostgresCommitter(SinkCommitter):
                 f'INSERT INTO {MARKER_TABLE} (job, sink, "window", rows, committed_at) '
                 'VALUES ($1, $2, $3, $4, now()) ON CONFLICT (job, sink, "window") DO NOTHING '
                 'RETURNING "window"',
-                (job, sink_name, window, int(staged.get("rows") or 0)),
+                (job, self._marker_sink(sink_name), window, int(staged.get("rows") or 0)),
             )
             if not cur.fetchall():  # a concurrent replay committed it first
                 conn.rollback()
@@ -479,7 +484,7 @@ class PostgresCommitter(SinkCommitter):
             if counter[0] != int(staged.get("rows") or 0):
                 cur.execute(
                     f'UPDATE {MARKER_TABLE} SET rows = $4 WHERE job = $1 AND sink = $2 AND "window" = $3',
-                    (job, sink_name, window, counter[0]),
+                    (job, self._marker_sink(sink_name), window, counter[0]),
                 )
             if self._before_commit is not None:
                 self._before_commit(conn)
@@ -505,7 +510,7 @@ class PostgresCommitter(SinkCommitter):
                 return None
             cur.execute(
                 f'SELECT committed_at FROM {MARKER_TABLE} WHERE job = $1 AND sink = $2 AND "window" = $3',
-                (job, sink_name, window),
+                (job, self._marker_sink(sink_name), window),
             )
             row = cur.fetchone()
         finally:
@@ -531,7 +536,7 @@ class PostgresCommitter(SinkCommitter):
                 cur.execute(
                     f'DELETE FROM {MARKER_TABLE} WHERE job = $1 AND sink = $2 AND "window" > $3 '
                     'RETURNING "window"',
-                    (job, sink_name, window),
+                    (job, self._marker_sink(sink_name), window),
                 )
                 windows.update(int(r[0]) for r in cur.fetchall())
             conn.commit()

@@ -273,7 +273,10 @@ def _query(url: str, sql: str, params: tuple = ()) -> list[tuple]:
 
 def _markers(url: str, job: str) -> list[tuple]:
     return _query(
-        url, 'SELECT sink, "window", rows FROM lockgate_sink_commits WHERE job = %s ORDER BY "window"', (job,)
+        url,
+        """SELECT split_part(sink, '@', 1), "window", rows FROM lockgate_sink_commits
+           WHERE job = %s ORDER BY "window"""",
+        (job,),
     )
 
 
@@ -437,3 +440,15 @@ def test_postgres_empty_window(pg_url, lockgate_home, job, tbl):
     assert info["rows"] == 0 and info["replayed"] is False
     assert c.is_committed(job, "pg", 0)
     assert _query(pg_url, f"SELECT count(*) FROM {tbl}") == [(0,)]
+
+
+def test_postgres_markers_are_per_target_table(pg_url, lockgate_home, job, tbl):
+    """The same job name writing another table (another home, a recreated job) is not
+    mistaken for a replay: markers are keyed by the sink's target table too."""
+    first = committer_for(_pg_sink(pg_url, tbl), lockgate_home)
+    first.commit(job, "pg", 0, home_staged(lockgate_home, "postgres", "pg", 0, job=job))
+    other_table = f"{tbl}_other"
+    second = committer_for(_pg_sink(pg_url, other_table), lockgate_home)
+    info = second.commit(job, "pg", 0, home_staged(lockgate_home, "postgres", "pg", 0, attempt=2, job=job))
+    assert info["replayed"] is False
+    assert len(_query(pg_url, f"SELECT id FROM {other_table}")) == 3
