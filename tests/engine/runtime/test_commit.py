@@ -274,8 +274,8 @@ def _query(url: str, sql: str, params: tuple = ()) -> list[tuple]:
 def _markers(url: str, job: str) -> list[tuple]:
     return _query(
         url,
-        """SELECT split_part(sink, '@', 1), "window", rows FROM lockgate_sink_commits
-           WHERE job = %s ORDER BY "window"""",
+        "SELECT split_part(sink, '@', 1), \"window\", rows FROM lockgate_sink_commits "
+        'WHERE job = %s ORDER BY "window"',
         (job,),
     )
 
