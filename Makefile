@@ -1,10 +1,13 @@
 # Lockgate. `make test` is the test command (.ci/run runs it).
-.PHONY: setup demo test lint
+.PHONY: setup demo demo-cli test lint
 
 setup:
 	@scripts/setup.sh
 
 demo: setup
+	@scripts/demo_airflow.sh
+
+demo-cli: setup
 	@scripts/demo.sh
 
 test: setup
