@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from lockgate.control import TRANSITIONS, JobState, check_transition, is_terminal
 from lockgate.errors import JobStateError
 
