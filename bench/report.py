@@ -93,6 +93,8 @@ def summarize(doc: dict[str, Any]) -> dict[str, Any]:
             "events": fin[0]["events"] if fin else None,
         }
         if c != "batch":
+            names = sorted({k for r in fin for k in _phase_ms(r)})
+            s["phase_ms_per_cycle"] = {k: _median([_phase_ms(r).get(k, 0.0) / r["cut"] for r in fin]) for k in names}
             s["checkpoint_share"] = _median([checkpoint_ms(r) / (r["process_s"] * 1000) for r in fin])
             s["checkpoint_row_share"] = _median(
                 [(r.get("phases_ms") or {}).get("checkpoint", 0.0) / (r["process_s"] * 1000) for r in fin]
@@ -246,6 +248,30 @@ def markdown(doc: dict[str, Any], summ: dict[str, Any]) -> str:
                          + " | ".join(_f((table[wl].get(c) or {}).get("cpu_s"), "{:.1f}") for c in contenders) + " | "
                          + " | ".join(_f(r.get(f"cpu lockgate/{k}"), "{:.2f}") for k in ("sss", "sss_rocksdb", "batch"))
                          + " |")
+    lines += [
+        "",
+        f"## Where a cycle's time goes ({finest} cycles, ms per cycle, median)",
+        "",
+        "Lockgate: read (list files, footers, reader), plan (build the DataFrames), snapshot (state write; "
+        "it also runs the cycle's computation, cached for the sink), stage (sink write), commit (sink rename), "
+        "checkpoint (catalog row), other (outside the phases: catalog rows of the cycle, snapshot manifest, "
+        "observations). Structured Streaming: its durationMs per batch (addBatch runs the batch's Spark job, "
+        "stateCommit is the state stores' commit time inside it), other = between triggers.",
+        "",
+    ]
+    for c, order in (("lockgate", LG_PHASES), ("sss", SSS_PHASES), ("sss_rocksdb", SSS_PHASES)):
+        rows = [(wl, table[wl][c]) for wl in table if c in table[wl]]
+        if not rows:
+            continue
+        cols = [k for k in order if any(k in s_.get("phase_ms_per_cycle", {}) for _, s_ in rows)]
+        if c != "lockgate":
+            cols.append("stateCommit")
+        lines += [f"| {SHORT[c]} | " + " | ".join(cols) + " | total |", "|---|" + "---:|" * (len(cols) + 1)]
+        for wl, s_ in rows:
+            ph = s_.get("phase_ms_per_cycle", {})
+            total = s_.get("ms_per_cycle")
+            lines.append(f"| {WORKLOADS[wl].title} | " + " | ".join(_f(ph.get(k)) for k in cols) + f" | {_f(total)} |")
+        lines.append("")
     cuts = sorted(doc["cuts"])
     if len(cuts) > 1:
         lines += [

@@ -49,6 +49,11 @@ if [ "$(cat "$STAMP" 2>/dev/null || true)" != "$want" ]; then
     say "installing lockgate[airflow,dev] into $VENV (a few minutes on a fresh machine; log: $LOG)"
     pip_q install -e ".[airflow,dev]"
 fi
+# an editable install made before a package existed leaves it unimportable: redo it
+if ! "$PY" -c 'import lockgate, lockgate_provider as p; p.get_provider_info()' >/dev/null 2>&1; then
+    say "re-linking the editable install of lockgate"
+    pip_q install --no-deps -e .
+fi
 
 # 4. Repair pyspark when pyspark-client (or anything else) overwrote its files.
 PYSPARK_VERSION="$("$PY" - "$REPO/pyproject.toml" <<'PY'
