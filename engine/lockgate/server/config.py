@@ -40,7 +40,7 @@ class ServerConfig:
     keep_checkpoints: int = 10
     #: kill lost workers' process groups (off: leave them; fencing still refuses them)
     kill_lost_workers: bool = True
-    #: grace for a stop with drain when the caller gives no timeout (None: wait)
+    #: how long a compile (or a job's assignment) may take on a worker
     compile_timeout_s: float = 300.0
 
     def __post_init__(self) -> None:

@@ -57,7 +57,7 @@ class LockgateHook(BaseHook):
     """Reach Lockgate: the embedded engine, or a controller over gRPC.
 
     .. seealso::
-        The connection type ``lockgate`` and its fields: ``docs/airflow.md`` ("Connection").
+        The connection type ``lockgate`` and its fields: the README, "Airflow" / "The connection".
 
     :param lockgate_conn_id: The :ref:`Lockgate connection <howto/connection:lockgate>` to use;
         ``lockgate_default`` by default. When that default connection does not exist the

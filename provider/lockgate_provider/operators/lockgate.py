@@ -129,7 +129,7 @@ class LockgateCompileOperator(_LockgateOperatorMixin, BaseOperator):
     error's own message, which names the operator and the fix.
 
     .. seealso::
-        ``docs/airflow.md``, "LockgateCompileOperator".
+        the README, "Airflow" / "LockgateCompileOperator".
 
     :param pipeline: The pipeline, as ``path/to/file.py:attr`` or ``package.module:attr``
         (templated). A controller loads it on its side: give a path it can read.
@@ -226,7 +226,7 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
     Returns (XCom) the run's summary: job, windows, rows in and out, and the checkpoints.
 
     .. seealso::
-        ``docs/airflow.md``, "LockgateRunWindowsOperator".
+        the README, "Airflow" / "LockgateRunWindowsOperator".
 
     :param pipeline: The pipeline, ``path/to/file.py:attr`` or ``package.module:attr`` (templated).
     :param job: The job name (templated); the pipeline's name by default. Keep it the same

@@ -35,7 +35,7 @@ class LockgateCheckpointSensor(BaseSensorOperator):
     an :class:`~airflow.sdk.AssetAlias`, on :func:`~lockgate_provider.assets.lockgate_asset`).
 
     .. seealso::
-        ``docs/airflow.md``, "LockgateCheckpointSensor".
+        the README, "Airflow" / "LockgateCheckpointSensor".
 
     :param job: The Lockgate job (templated).
     :param window: The window to wait for (templated): a window id, or an instant such as
