@@ -21,7 +21,7 @@ from ..checkpoint.catalog import Catalog, CheckpointRecord, JobRecord
 from ..checkpoint.snapshots import SnapshotStore
 from ..control.scheduler import CycleEvent, CycleScheduler, sinks_of
 from ..control.states import JobState, is_terminal
-from ..errors import JobStateError, LockgateError
+from ..errors import InvalidArgumentError, JobStateError, LockgateError
 from ..plan.compile import CompiledPlan, compile_pipeline
 from ..plan.explain import explain
 from ..plan.logical import PipelineGraph
@@ -154,6 +154,8 @@ class EmbeddedClient(Client):
         return self._job_info(self.catalog.get_job(name))
 
     def windows_for(self, pipeline: str, start: datetime, end: datetime) -> tuple[int, int]:
+        if end <= start:
+            raise InvalidArgumentError("the end of the range must be after its start")
         p = load_pipeline(pipeline)
         return p.window_of(start), p.window_of(end - timedelta(microseconds=1))
 
@@ -199,6 +201,21 @@ class EmbeddedClient(Client):
         reset_state: bool = False,
         on_event: EventHandler | None = None,
     ) -> RunResult:
+        return self._run(pipeline, job=job, first=first, last=last, until_caught_up=until_caught_up,
+                         reset_state=reset_state, on_event=on_event)
+
+    def _run(
+        self,
+        pipeline: str,
+        *,
+        job: str | None,
+        first: int | None,
+        last: int | None,
+        until_caught_up: bool,
+        reset_state: bool,
+        on_event: EventHandler | None,
+        stop: threading.Event | None = None,
+    ) -> RunResult:
         plan = self._compiled(pipeline)
         name = job or plan.name
         sched = self._scheduler(plan, name, on_event)
@@ -215,7 +232,7 @@ class EmbeddedClient(Client):
                 sched._to(JobState.RUNNING, "nothing to run")
                 sched._to(JobState.FINISHED, f"no window to run: caught up at window {sched.last_window}")
             return RunResult(name, first, last, 0, 0, 0, 0, 0, 0.0, self.catalog.get_job(name).state.value)
-        summary = sched.run_windows(first, last)
+        summary = sched.run_windows(first, last, stop)
         self._clear_reset(name)
         return RunResult(
             name,
@@ -261,18 +278,23 @@ class EmbeddedClient(Client):
             raise JobStateError(f"job '{name}' is already running in this process")
         errors: list[BaseException] = []
         started = threading.Event()
+        stop = threading.Event()  # set by stop(): the run ends at the next window boundary
+
+        def on_event(e: CycleEvent) -> None:  # returns once the job is restored and running
+            if e.kind == "state" and e.state not in ("COMPILING", "SCHEDULING", "RECOVERING"):
+                started.set()
 
         def target() -> None:
             try:
-                self.run(pipeline, job=name, first=first, last=last, until_caught_up=until_caught_up,
-                         reset_state=reset_state, on_event=lambda e: started.set())
+                self._run(pipeline, job=name, first=first, last=last, until_caught_up=until_caught_up,
+                          reset_state=reset_state, on_event=on_event, stop=stop)
             except BaseException as err:  # recorded in the catalog as FAILED
                 errors.append(err)
             finally:
                 started.set()
 
         t = threading.Thread(target=target, name=f"lockgate-run-{name}", daemon=True)
-        self._continuous[name] = (t, threading.Event(), errors)
+        self._continuous[name] = (t, stop, errors)
         t.start()
         started.wait()
         if errors and not isinstance(errors[0], LockgateError):
@@ -315,14 +337,6 @@ class EmbeddedClient(Client):
             except BaseException as err:  # recorded as FAILED by the scheduler
                 errors.append(err)
 
-        # run_windows moves the job to RUNNING itself; allow RUNNING -> RUNNING by not re-entering
-        sched_run_windows = sched.run_windows
-
-        def run_windows(first: int, last: int, stop_ev: threading.Event | None = None, finish: bool = True) -> Any:
-            sched._to = _skip_running(sched._to)  # type: ignore[method-assign]
-            return sched_run_windows(first, last, stop_ev, finish)
-
-        sched.run_windows = run_windows  # type: ignore[method-assign]
         t = threading.Thread(target=loop, name=f"lockgate-{name}", daemon=True)
         self._continuous[name] = (t, stop, errors)
         t.start()
@@ -446,15 +460,6 @@ class EmbeddedClient(Client):
             with contextlib.suppress(LockgateError):
                 self.stop(name)
         self.catalog.close()
-
-
-def _skip_running(to: Any) -> Any:
-    def wrapped(state: JobState, reason: str) -> None:
-        if state in (JobState.RUNNING, JobState.FINISHED):
-            return
-        to(state, reason)
-
-    return wrapped
 
 
 class EmbeddedAsyncClient(AsyncClient):

@@ -136,6 +136,8 @@ class CycleScheduler:
         self.generation: int | None = None
         self.restore: RestorePoint | None = None
         self.last_window: int | None = None
+        #: the last state this runner moved the job to
+        self.state: JobState | None = None
         self.sinks = sinks_of(plan)
 
     # -- events and states -----------------------------------------------------------
@@ -146,7 +148,10 @@ class CycleScheduler:
             log.exception("event handler failed")
 
     def _to(self, state: JobState, reason: str) -> None:
+        if state == JobState.RUNNING and self.state == JobState.RUNNING:
+            return  # a continuous run enters RUNNING once, however many ranges it runs
         self.catalog.transition(self.job, state, reason, expected_generation=self.generation)
+        self.state = state
         log_event(log, "job_state", job=self.job, state=state.value, reason=reason)
         self._emit(CycleEvent("state", self.job, state=state.value, message=reason))
 

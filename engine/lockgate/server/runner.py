@@ -148,18 +148,11 @@ def walk_to(catalog: Catalog, job: str, target: JobState, reason: str, generatio
 
 class ServerScheduler(CycleScheduler):
     """The cycle scheduler of a controller's run: lost workers and other passing failures
-    move the job to RECOVERING instead of FAILED; a continuous run enters RUNNING once."""
+    move the job to RECOVERING instead of FAILED."""
 
     def __init__(self, *args: Any, runner: JobRunner, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.runner = runner
-        self._running = False
-
-    def _to(self, state: JobState, reason: str) -> None:
-        if state == JobState.RUNNING and self._running:
-            return
-        super()._to(state, reason)
-        self._running = state == JobState.RUNNING
 
     def _fail(self, err: BaseException) -> None:
         runner = self.runner
