@@ -1,7 +1,10 @@
 """The snapshot store: keyed state snapshots as Parquet folders, one per checkpoint.
 
-Spark writes the state of each stateful operator under
-``<root>/<job>/w=<window:010d>-a<attempt>/<operator>/``. The store names those folders,
+The state of each stateful operator goes under
+``<root>/<job>/w=<window:010d>-a<attempt>/<operator>/``: written by Spark's executors when
+it is large, or as one Parquet file from the driver (:meth:`SnapshotStore.write_table`)
+when it is small, which saves a distributed write and its commit protocol per cycle; an
+empty state is recorded in the manifest with no file at all. The store names those folders,
 records a manifest of their files when the checkpoint is taken, and verifies a snapshot
 against its manifest before it is restored, so a deleted or damaged file is a clear
 error rather than silently lost state. ``root`` is a plain path (the local file system)
@@ -15,6 +18,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
@@ -101,22 +105,46 @@ class SnapshotStore:
         for op in operators:
             if op.type != pafs.FileType.Directory or _hidden(op.base_name):
                 continue
-            files, rows = [], 0
-            infos = fs.get_file_info(pafs.FileSelector(op.path, recursive=True))
-            for info in sorted(infos, key=lambda i: i.path):
-                relative = info.path[len(op.path) :].lstrip("/")
-                if info.type != pafs.FileType.File or any(_hidden(p) for p in relative.split("/")):
-                    continue
-                try:
-                    rows += _footer_rows(fs, info.path)
-                except Exception as exc:
-                    raise SnapshotError(
-                        f"state snapshot {snapshot_uri}: file '{op.base_name}/{relative}' is not a readable "
-                        f"Parquet file ({exc})"
-                    ) from exc
-                files.append({"path": relative, "size": info.size})
-            result[op.base_name] = {"files": files, "rows": rows}
+            result[op.base_name] = self._operator_entry(fs, op.path, snapshot_uri, op.base_name)
         return result
+
+    def operator_manifest(self, snapshot_uri: str, operator: str) -> dict[str, Any]:
+        """The manifest entry (``{"files", "rows"}``) of one operator folder written by Spark."""
+        fs, path = _filesystem(self.operator_uri(snapshot_uri, operator))
+        if fs.get_file_info(path).type != pafs.FileType.Directory:
+            raise SnapshotError(f"state snapshot {snapshot_uri}: operator folder '{operator}' was not written")
+        return self._operator_entry(fs, path, snapshot_uri, operator)
+
+    @staticmethod
+    def _operator_entry(fs: pafs.FileSystem, path: str, snapshot_uri: str, operator: str) -> dict[str, Any]:
+        files, rows = [], 0
+        infos = fs.get_file_info(pafs.FileSelector(path, recursive=True))
+        for info in sorted(infos, key=lambda i: i.path):
+            relative = info.path[len(path) :].lstrip("/")
+            if info.type != pafs.FileType.File or any(_hidden(p) for p in relative.split("/")):
+                continue
+            try:
+                rows += _footer_rows(fs, info.path)
+            except Exception as exc:
+                raise SnapshotError(
+                    f"state snapshot {snapshot_uri}: file '{operator}/{relative}' is not a readable "
+                    f"Parquet file ({exc})"
+                ) from exc
+            files.append({"path": relative, "size": info.size})
+        return {"files": files, "rows": rows}
+
+    def write_table(self, snapshot_uri: str, operator: str, table: pa.Table) -> dict[str, Any]:
+        """Write one operator's state, collected on the driver, as a single Parquet file and
+        return its manifest entry. An empty state writes nothing: ``{"files": [], "rows": 0}``
+        (restored as no state, which every stateful operator treats as empty)."""
+        if table.num_rows == 0:
+            return {"files": [], "rows": 0}
+        fs, path = _filesystem(self.operator_uri(snapshot_uri, operator))
+        fs.create_dir(path, recursive=True)
+        name = "part-00000-driver.parquet"
+        with fs.open_output_stream(f"{path}/{name}") as out:
+            pq.write_table(table, out)
+        return {"files": [{"path": name, "size": fs.get_file_info(f"{path}/{name}").size}], "rows": table.num_rows}
 
     def verify(self, snapshot_uri: str, manifest: dict[str, Any]) -> None:
         """Check that every file of ``manifest`` is still there, the same size and readable.
