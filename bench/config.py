@@ -70,6 +70,8 @@ SHUFFLE_PARTITIONS = 2
 SPARK_DEFAULTS = {
     "spark.driver.memory": DRIVER_MEMORY,
     "spark.sql.shuffle.partitions": str(SHUFFLE_PARTITIONS),
+    # Lockgate's default; Structured Streaming turns it off for its micro-batches anyway
+    "spark.sql.adaptive.enabled": "false",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     "spark.sql.streaming.numRecentProgressUpdates": "100000",
