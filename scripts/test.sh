@@ -12,7 +12,7 @@ unset PYTHONPATH  # lockgate is installed editable: test what is installed
 ruff check .
 
 set +e
-python -m pytest tests -q -p no:cacheprovider "$@"
+python -m pytest tests -q -p no:cacheprovider --durations=20 "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

@@ -125,3 +125,29 @@ def write_snapshot_via_uri(store: SnapshotStore) -> str:
     os.makedirs(folder)
     pq.write_table(pa.table({"k": [1, 2, 3]}), f"{folder}/part-00000.parquet")
     return uri
+
+
+def test_driver_written_table_and_operator_manifest(tmp_path):
+    store = SnapshotStore(tmp_path / "snaps")
+    uri = store.snapshot_uri("orders", 4, 1)
+    table = pa.table({"key": [1, 2, 3], "total": [1.0, 2.0, 3.0]})
+    entry = store.write_table(uri, "agg.main", table)
+    assert entry["rows"] == 3 and [f["path"] for f in entry["files"]] == ["part-00000-driver.parquet"]
+    assert entry["files"][0]["size"] == os.path.getsize(f"{uri}/agg.main/part-00000-driver.parquet")
+    assert pq.read_table(f"{uri}/agg.main").equals(table)
+    # the same entry as a listing of the folder gives (the Spark-written path's manifest)
+    assert store.operator_manifest(uri, "agg.main") == entry
+    store.verify(uri, {"agg.main": entry})
+
+    # an empty state writes no file, and verifies as it is
+    empty = store.write_table(uri, "join.left", table.slice(0, 0))
+    assert empty == {"files": [], "rows": 0}
+    assert not os.path.exists(f"{uri}/join.left")
+    store.verify(uri, {"agg.main": entry, "join.left": empty})
+
+    # a damaged driver-written file is named like any other
+    Path(f"{uri}/agg.main/part-00000-driver.parquet").write_bytes(b"x" * entry["files"][0]["size"])
+    with pytest.raises(SnapshotError, match="agg.main/part-00000-driver.parquet"):
+        store.verify(uri, {"agg.main": entry})
+    with pytest.raises(SnapshotError, match="operator folder 'nope' was not written"):
+        store.operator_manifest(uri, "nope")
