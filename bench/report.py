@@ -55,11 +55,15 @@ def _phase_ms(run: dict[str, Any]) -> dict[str, float]:
 def checkpoint_ms(run: dict[str, Any]) -> float:
     """Time a run spent persisting checkpoints, from its own phase figures.
 
-    Lockgate: the state snapshot writes (which run alongside the sink's stage write and
-    also compute the state the sink reuses, so this is an upper bound) and the checkpoint row. Structured Streaming: the offset
+    Lockgate: the time the state snapshot writes add to a round (they run alongside the
+    sink's stage writes: the write phase minus the stage writes' own time) and the
+    checkpoint row. ``snapshot_upper_ms`` is the snapshot writes' own time, which also
+    computes the state the sink reuses. Structured Streaming: the offset
     log (walCommit), the commit log (commitOffsets) and the state stores' commits."""
     ph = run.get("phases_ms") or {}
     if run["contender"] == "lockgate":
+        if "write" in ph:  # snapshots run alongside the stage writes: what they add to the round
+            return max(0.0, ph["write"] - ph.get("stage", 0.0)) + ph.get("checkpoint", 0.0)
         return ph.get("snapshot", 0.0) + ph.get("checkpoint", 0.0)
     if run["contender"] in ("sss", "sss_rocksdb"):
         return ph.get("walCommit", 0.0) + ph.get("commitOffsets", 0.0) + run.get("state_commit_ms", 0.0)
@@ -103,6 +107,10 @@ def summarize(doc: dict[str, Any]) -> dict[str, Any]:
                 [(r.get("phases_ms") or {}).get("checkpoint", 0.0) / (r["process_s"] * 1000) for r in fin]
             ) if c == "lockgate" else None
             s["checkpoint_ms_per_cycle"] = _median([checkpoint_ms(r) / r["cut"] for r in fin])
+            if c == "lockgate":
+                s["snapshot_upper_share"] = _median([
+                    ((r.get("phases_ms") or {}).get("snapshot", 0.0) + (r.get("phases_ms") or {}).get("checkpoint", 0.0))
+                    / (r["process_s"] * 1000) for r in fin])
             s["bytes_per_checkpoint"] = _median([r["checkpoint_bytes"] / max(1, r["cut"]) for r in fin])
             s["ms_per_cycle"] = _median([r["process_s"] * 1000 / r["cut"] for r in fin])
             s["per_cycle_ms"] = (lambda b: None if b is None else b * 1000)(slope([(r["cut"], r["process_s"]) for r in rs]))
@@ -176,10 +184,11 @@ def targets(doc: dict[str, Any], table: dict[str, Any], ratios: dict[str, Any]) 
         share, row = lg.get("checkpoint_share"), lg.get("checkpoint_row_share") or 0.0
         if share is not None:
             limit = TARGETS["checkpoint_share"]
-            met: bool | None = True if share < limit else (False if row >= limit else None)
+            upper = lg.get("snapshot_upper_share")
             out.append({"target": f"{wl}: Lockgate checkpoint overhead < {limit:.0%}",
-                        "value": f"between {row:.1%} (checkpoint row) and {share:.1%} (+ snapshot phase)",
-                        "met": met})
+                        "value": f"{share:.1%} (checkpoint row {row:.1%}"
+                                 + (f"; snapshot writes' own time {upper:.1%}" if upper is not None else "") + ")",
+                        "met": share < limit})
     return out
 
 
@@ -305,9 +314,10 @@ def markdown(doc: dict[str, Any], summ: dict[str, Any]) -> str:
         "",
         f"## Checkpoints and driver cost ({finest} cycles)",
         "",
-        "Checkpoint share: Lockgate's snapshot + checkpoint-row phases over run time (the snapshot phase also "
-        "computes the state the sink then reuses, so it is an upper bound; the engine has no switch to run "
-        "without checkpoints, so this is measured from the phase timings; the row alone in brackets). "
+        "Checkpoint share: what Lockgate's state snapshots and checkpoint row add to run time: the snapshot "
+        "writes run alongside the sink's stage writes, so they add the write phase minus the stage writes' own "
+        "time, plus the catalog row (the row alone in brackets; the engine has no switch to run without "
+        "checkpoints, so this is measured from the phase timings). "
         "Structured Streaming: walCommit + commitOffsets + state store commits over run time (a file sink "
         "cannot run without a checkpoint either). Bytes: everything written under the checkpoint folder "
         "(Lockgate: snapshots + catalog) per cycle.",
