@@ -459,6 +459,7 @@ class PostgresCommitter(SinkCommitter):
 
             # the one transaction: marker, rows, commit
             cur = conn.cursor(adbc_stmt_kwargs=pg.NO_COPY)
+            self._check_sole_writer(cur, job, sink_name, window)
             cur.execute(
                 f'INSERT INTO {MARKER_TABLE} (job, sink, "window", rows, committed_at) '
                 'VALUES ($1, $2, $3, $4, now()) ON CONFLICT (job, sink, "window") DO NOTHING '
@@ -493,6 +494,26 @@ class PostgresCommitter(SinkCommitter):
             conn.close()
         self.discard(staged)
         return {"target": target, "rows": counter[0], "replayed": False}
+
+    def _check_sole_writer(self, cur: Any, job: str, sink_name: str, window: int) -> None:
+        """Refuse a table another job's (or sink's) commits already write: the rows carry the
+        window but not the job, so a restore of one job would retract the other's windows."""
+        suffix = f"@{self.table}"
+        cur.execute(
+            f"SELECT job, sink FROM {MARKER_TABLE} WHERE right(sink, char_length($3)) = $3 "
+            "AND (job <> $1 OR sink <> $2) LIMIT 1",
+            (job, self._marker_sink(sink_name), suffix),
+        )
+        other = cur.fetchall()
+        if other:
+            other_job, other_sink = other[0][0], other[0][1][: -len(suffix)]
+            raise SinkCommitError(
+                f"job '{job}', sink '{sink_name}', window {window}: {self._where()} is already written by "
+                f"job '{other_job}' (sink '{other_sink}'); a PostgreSQL table takes one job's sink, because its "
+                "rows carry the window but not the job and a restore of one would retract the other's windows. "
+                f"Write to another table, or retire the other job and delete its rows and its markers "
+                f"(DELETE FROM {MARKER_TABLE} WHERE job = '{other_job}')"
+            )
 
     def is_committed(self, job: str, sink_name: str, window: int) -> bool:
         conn = pg.connect(self.url)

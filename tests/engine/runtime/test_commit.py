@@ -452,3 +452,23 @@ def test_postgres_markers_are_per_target_table(pg_url, lockgate_home, job, tbl):
     info = second.commit(job, "pg", 0, home_staged(lockgate_home, "postgres", "pg", 0, attempt=2, job=job))
     assert info["replayed"] is False
     assert len(_query(pg_url, f"SELECT id FROM {other_table}")) == 3
+
+
+def test_postgres_table_takes_one_jobs_sink(pg_url, lockgate_home, job, tbl):
+    """A second job (or a second sink) writing a table another job's sink writes is refused
+    before anything is inserted: a restore of one would retract the other's windows."""
+    c = committer_for(_pg_sink(pg_url, tbl), lockgate_home)
+    c.commit(job, "pg", 0, home_staged(lockgate_home, "postgres", "pg", 0, job=job))
+    other = f"{job}_two"
+    for other_job, sink in ((other, "pg"), (job, "pg2")):
+        staged = home_staged(lockgate_home, "postgres", sink, 1, job=other_job)
+        with pytest.raises(SinkCommitError) as info:
+            c.commit(other_job, sink, 1, staged)
+        message = str(info.value)
+        assert f"already written by job '{job}' (sink 'pg')" in message
+        assert "Write to another table" in message
+        assert not c.is_committed(other_job, sink, 1)
+    assert _query(pg_url, f"SELECT DISTINCT lg_window FROM {tbl}") == [(0,)]
+    assert _markers(pg_url, other) == []
+    # the owner goes on as before
+    assert c.commit(job, "pg", 1, home_staged(lockgate_home, "postgres", "pg", 1, job=job))["replayed"] is False
