@@ -15,8 +15,8 @@ from typing import Any
 from .config import SHORT, STREAMING, TARGETS
 from .workloads import WORKLOADS
 
-#: Lockgate's phases that add up to a cycle (snapshot and stage run concurrently inside
-#: "write"; their own durations are shown next to it and are not part of the sum)
+#: Lockgate's phases that add up to a cycle ("write" is made of the snapshot and stage
+#: writes, shown next to it and not part of the sum)
 LG_PHASES = ("read", "plan", "write", "commit", "checkpoint", "other")
 LG_DETAIL = ("snapshot", "stage")
 SSS_PHASES = ("latestOffset", "getBatch", "queryPlanning", "walCommit", "addBatch", "commitOffsets", "other")
@@ -55,10 +55,9 @@ def _phase_ms(run: dict[str, Any]) -> dict[str, float]:
 def checkpoint_ms(run: dict[str, Any]) -> float:
     """Time a run spent persisting checkpoints, from its own phase figures.
 
-    Lockgate: the time the state snapshot writes add to a round (they run alongside the
-    sink's stage writes: the write phase minus the stage writes' own time) and the
-    checkpoint row. ``snapshot_upper_ms`` is the snapshot writes' own time, which also
-    computes the state the sink reuses. Structured Streaming: the offset
+    Lockgate: the time the state snapshot writes add to a round (the write phase minus the
+    stage writes' time) and the checkpoint row; an upper bound, since the snapshot write
+    also computes the cached state the sinks then reuse. Structured Streaming: the offset
     log (walCommit), the commit log (commitOffsets) and the state stores' commits."""
     ph = run.get("phases_ms") or {}
     if run["contender"] == "lockgate":
@@ -265,9 +264,8 @@ def markdown(doc: dict[str, Any], summ: dict[str, Any]) -> str:
         f"## Where a cycle's time goes ({finest} cycles, ms per cycle, median)",
         "",
         "Lockgate: read (list files, footers, reader), plan (build the DataFrames), write (the state "
-        "snapshot and the sink's stage write, submitted together; snapshot and stage are how long each took "
-        "inside it, so they overlap), commit (sink rename), checkpoint (catalog row), other (outside the "
-        "phases: catalog rows of the cycle, observations). Structured Streaming: its durationMs per batch (addBatch runs the batch's Spark job, "
+        "snapshot, then the sinks' stage writes; snapshot and stage are its two parts), commit (sink rename), "
+        "checkpoint (catalog row), other (outside the phases: catalog rows of the cycle, observations). Structured Streaming: its durationMs per batch (addBatch runs the batch's Spark job, "
         "stateCommit is the state stores' commit time inside it), other = between triggers.",
         "",
     ]
@@ -292,8 +290,8 @@ def markdown(doc: dict[str, Any], summ: dict[str, Any]) -> str:
             "",
             "The slope of run time over the number of cycles, in ms per cycle, and the phases it is made of "
             "(slope of each phase's total). Lockgate's phases come from its catalog (read, plan = building "
-            "the DataFrames, write = state snapshot and sink stage together (snapshot, stage: each inside "
-            "it), commit = sink rename, checkpoint = "
+            "the DataFrames, write = state snapshot then sink stage (snapshot, stage: its parts), "
+            "commit = sink rename, checkpoint = "
             "catalog row, other = controller bookkeeping outside the phases); Structured Streaming's from "
             "its own progress (durationMs).",
             "",
@@ -314,10 +312,10 @@ def markdown(doc: dict[str, Any], summ: dict[str, Any]) -> str:
         "",
         f"## Checkpoints and driver cost ({finest} cycles)",
         "",
-        "Checkpoint share: what Lockgate's state snapshots and checkpoint row add to run time: the snapshot "
-        "writes run alongside the sink's stage writes, so they add the write phase minus the stage writes' own "
-        "time, plus the catalog row (the row alone in brackets; the engine has no switch to run without "
-        "checkpoints, so this is measured from the phase timings). "
+        "Checkpoint share: what Lockgate's state snapshots and checkpoint row add to run time: the write "
+        "phase minus the stage writes' time, plus the catalog row (an upper bound: the snapshot write also "
+        "computes the cached state the sinks reuse; the row alone in brackets; the engine has no switch to "
+        "run without checkpoints, so this is measured from the phase timings). "
         "Structured Streaming: walCommit + commitOffsets + state store commits over run time (a file sink "
         "cannot run without a checkpoint either). Bytes: everything written under the checkpoint folder "
         "(Lockgate: snapshots + catalog) per cycle.",

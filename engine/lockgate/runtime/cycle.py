@@ -1,11 +1,9 @@
 """One cycle round on Spark: read the window's slices, run the chains, merge keyed state,
 snapshot it, and stage every sink's output (the worker's half of a round).
 
-The snapshot and stage writes of a round are independent Spark actions over the same
-(cached) results, so they are submitted together from a small thread pool: Spark runs
-their tasks side by side and shares the stages they have in common, and a round pays
-one write latency instead of one per output. Small states are collected to the driver
-and written as one Parquet file (see :data:`DRIVER_SNAPSHOT_ROWS`).
+Small states are collected to the driver and written as one Parquet file (see
+:data:`DRIVER_SNAPSHOT_ROWS`), which saves a distributed write and its commit protocol;
+an empty state writes nothing.
 
 The controller's half (commit the staged output, then write the checkpoint row) is in
 :mod:`lockgate.control.scheduler`; nothing here makes a window visible to anyone.
@@ -17,7 +15,6 @@ import os
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,8 +72,6 @@ class CycleResult:
 #: a larger one is written by Spark's executors. ``LOCKGATE_DRIVER_SNAPSHOT_ROWS=0`` turns
 #: the driver path off.
 DRIVER_SNAPSHOT_ROWS = int(os.environ.get("LOCKGATE_DRIVER_SNAPSHOT_ROWS", "200000"))
-#: concurrent write actions (snapshots and sink stages) of one round
-WRITE_THREADS = 4
 
 
 def late_sink_config(sink: dict[str, Any], source: str) -> dict[str, Any]:
@@ -109,41 +104,21 @@ class CycleRunner:
         }
         #: input rows of the last round this runner ran (None before the first)
         self._last_rows_in: int | None = None
-        self._pool: ThreadPoolExecutor | None = None
-
-    def close(self) -> None:
-        """Stop the write threads (the runner can still run rounds; they restart on demand)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
 
     def _write_all(self, writes: list[tuple[str, Callable[[], Any]]]) -> tuple[dict[str, Any], dict[str, float]]:
-        """Run the round's write actions together; wait for all of them (so no write of a
-        failed attempt is still running when its files are cleaned up), then raise the first
-        error. Returns each write's result and how long each took (ms)."""
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=WRITE_THREADS, thread_name_prefix="lockgate-write")
+        """Run the round's write actions one after the other (sinks after snapshots, so the
+        snapshot computes the cached state the sinks reuse); returns each write's result and
+        when it finished (ms since the phase began).
+
+        They are not submitted concurrently: with Spark 4.3, concurrent writes over one cached
+        DataFrame can hang when the round is cancelled (``stop`` without drain); see the
+        README's benchmark notes."""
         t0 = time.perf_counter()
+        results: dict[str, Any] = {}
         took: dict[str, float] = {}
-
-        def timed(key: str, fn: Callable[[], Any]) -> Any:
-            try:
-                return fn()
-            finally:
-                took[key] = round((time.perf_counter() - t0) * 1000, 1)
-
-        if len(writes) == 1:  # nothing to overlap: no thread hop
-            key, fn = writes[0]
-            return {key: timed(key, fn)}, took
-        futures: list[tuple[str, Future[Any]]] = [(k, self._pool.submit(timed, k, fn)) for k, fn in writes]
-        results, first_error = {}, None
-        for key, fut in futures:
-            try:
-                results[key] = fut.result()
-            except BaseException as err:
-                first_error = first_error or err
-        if first_error is not None:
-            raise first_error
+        for key, fn in writes:
+            results[key] = fn()
+            took[key] = round((time.perf_counter() - t0) * 1000, 1)
         return results, took
 
     def _state_estimate(self, table: str, restore: RestorePoint | None) -> int | None:
@@ -277,11 +252,10 @@ class CycleRunner:
             done, took = self._write_all(writes)
             manifest = {k.split(":", 1)[1]: v for k, v in done.items() if k.startswith("snapshot:")}
             staged = {k.split(":", 1)[1]: v for k, v in done.items() if k.startswith("stage:")}
-            # "write" is the phase's wall time; the snapshot and stage figures are how long
-            # each group took within it (they overlap, so they do not add up)
+            # "write" is the phase's wall time, made of the snapshot writes then the stage writes
             timings["write"] = time.perf_counter() - t2
-            snap = [v for k, v in took.items() if k.startswith("snapshot:")]
-            stage = [v for k, v in took.items() if k.startswith("stage:")]
+            snap_end = max((v for k, v in took.items() if k.startswith("snapshot:")), default=0.0)
+            stage_end = max((v for k, v in took.items() if k.startswith("stage:")), default=snap_end)
             for vid, obs in observations.items():
                 m = obs.get
                 counts[vid] = (int(m.get("rows") or 0), int(m.get("late") or 0))
@@ -303,8 +277,8 @@ class CycleRunner:
             late_rows=late_rows,
             timings={
                 **{k: round(v * 1000, 1) for k, v in timings.items()},
-                "snapshot": max(snap, default=0.0),
-                "stage": max(stage, default=0.0),
+                "snapshot": snap_end,
+                "stage": round(stage_end - snap_end, 1),
             },
         )
 

@@ -179,6 +179,10 @@ class Worker:
                     json.loads(r.snapshot_manifest_json or "{}"),
                 )
             result = self.runner.run(task.window, task.attempt, restore)
+            if self.cancelled:
+                # the round's Spark jobs all finished between two cancellations: a cancelled
+                # round still must not become a window (its staged output is garbage now)
+                raise RuntimeError(f"round of window {task.window} cancelled")
             report: tuple[str, Any] = ("CycleDone", wpb.CycleDoneRequest(
                 worker_id=self.id, generation=self.generation, request_id=task.request_id,
                 result_json=json.dumps(asdict(result)),
