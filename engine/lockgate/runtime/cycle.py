@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,22 +104,6 @@ class CycleRunner:
         #: input rows of the last round this runner ran (None before the first)
         self._last_rows_in: int | None = None
 
-    def _write_all(self, writes: list[tuple[str, Callable[[], Any]]]) -> tuple[dict[str, Any], dict[str, float]]:
-        """Run the round's write actions one after the other (sinks after snapshots, so the
-        snapshot computes the cached state the sinks reuse); returns each write's result and
-        when it finished (ms since the phase began).
-
-        They are not submitted concurrently: with Spark 4.3, concurrent writes over one cached
-        DataFrame can hang when the round is cancelled (``stop`` without drain); see the
-        README's benchmark notes."""
-        t0 = time.perf_counter()
-        results: dict[str, Any] = {}
-        took: dict[str, float] = {}
-        for key, fn in writes:
-            results[key] = fn()
-            took[key] = round((time.perf_counter() - t0) * 1000, 1)
-        return results, took
-
     def _state_estimate(self, table: str, restore: RestorePoint | None) -> int | None:
         """Rows the state table may hold after this round; None when unknown."""
         if self._last_rows_in is None:
@@ -130,18 +113,14 @@ class CycleRunner:
             before = int((restore.snapshot_manifest.get(table) or {}).get("rows", 0))
         return before + self._last_rows_in
 
-    def _snapshot_write(
-        self, snapshot_uri: str, table: str, df: DataFrame, restore: RestorePoint | None
-    ) -> Callable[[], dict[str, Any]]:
+    def _snapshot(self, snapshot_uri: str, table: str, df: DataFrame, restore: RestorePoint | None) -> dict[str, Any]:
+        """Write one state table (from the driver when it is expected to be small); returns
+        its manifest entry."""
         estimate = self._state_estimate(table, restore)
         if estimate is not None and estimate <= DRIVER_SNAPSHOT_ROWS:
-            return lambda: self.snapshots.write_table(snapshot_uri, table, df.toArrow())
-
-        def spark_write() -> dict[str, Any]:
-            df.write.mode("overwrite").parquet(self.snapshots.operator_uri(snapshot_uri, table))
-            return self.snapshots.operator_manifest(snapshot_uri, table)
-
-        return spark_write
+            return self.snapshots.write_table(snapshot_uri, table, df.toArrow())
+        df.write.mode("overwrite").parquet(self.snapshots.operator_uri(snapshot_uri, table))
+        return self.snapshots.operator_manifest(snapshot_uri, table)
 
     def bounds(self, window: int) -> tuple[int, int]:
         g = self.plan.graph
@@ -240,22 +219,24 @@ class CycleRunner:
                 sinks.append((f"late.{src}", df, late_sink_config(late_cfg["sink"], src)))
             timings["plan"] = time.perf_counter() - t1
 
+            # snapshots first: they compute the round's cached state the sinks then reuse
             t2 = time.perf_counter()
             snapshot_uri = None
-            writes: list[tuple[str, Callable[[], Any]]] = []
+            manifest: dict[str, Any] = {}
             if ctx.state_out:
                 snapshot_uri = self.snapshots.snapshot_uri(self.job, window, attempt)
                 for table, df in ctx.state_out.items():
-                    writes.append((f"snapshot:{table}", self._snapshot_write(snapshot_uri, table, df, restore)))
+                    manifest[table] = self._snapshot(snapshot_uri, table, df, restore)
+            timings["snapshot"] = time.perf_counter() - t2
+
+            t3 = time.perf_counter()
+            staged = {}
             for name, df, sink_cfg in sinks:
-                writes.append((f"stage:{name}", _stage_call(df, sink_cfg, self.job, name, window, attempt, self.home)))
-            done, took = self._write_all(writes)
-            manifest = {k.split(":", 1)[1]: v for k, v in done.items() if k.startswith("snapshot:")}
-            staged = {k.split(":", 1)[1]: v for k, v in done.items() if k.startswith("stage:")}
-            # "write" is the phase's wall time, made of the snapshot writes then the stage writes
+                staged[name] = stage_sink(
+                    df, sink_cfg, job=self.job, sink_name=name, window=window, attempt=attempt, home=self.home
+                )
+            timings["stage"] = time.perf_counter() - t3
             timings["write"] = time.perf_counter() - t2
-            snap_end = max((v for k, v in took.items() if k.startswith("snapshot:")), default=0.0)
-            stage_end = max((v for k, v in took.items() if k.startswith("stage:")), default=snap_end)
             for vid, obs in observations.items():
                 m = obs.get
                 counts[vid] = (int(m.get("rows") or 0), int(m.get("late") or 0))
@@ -275,15 +256,6 @@ class CycleRunner:
             rows_in=rows_in,
             rows_out=rows_out,
             late_rows=late_rows,
-            timings={
-                **{k: round(v * 1000, 1) for k, v in timings.items()},
-                "snapshot": snap_end,
-                "stage": round(stage_end - snap_end, 1),
-            },
+            timings={k: round(v * 1000, 1) for k, v in timings.items()},
         )
 
-
-def _stage_call(
-    df: DataFrame, sink: dict[str, Any], job: str, name: str, window: int, attempt: int, home: str
-) -> Callable[[], dict[str, Any]]:
-    return lambda: stage_sink(df, sink, job=job, sink_name=name, window=window, attempt=attempt, home=home)
