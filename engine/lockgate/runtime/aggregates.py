@@ -95,6 +95,8 @@ def conform(df: DataFrame, like: StructType) -> DataFrame:
     partials they merged (``sum`` over a DECIMAL(p, s) widens the precision by 10 at every
     merge, which would change the state's schema from one snapshot to the next)."""
     have = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+    if [(f.name, f.dataType.simpleString()) for f in like.fields] == list(have.items()):
+        return df  # already the layout (the common case): no projection to analyse
     return df.select(
         *[
             F.col(f.name) if have[f.name] == f.dataType.simpleString() else F.col(f.name).cast(f.dataType).alias(f.name)

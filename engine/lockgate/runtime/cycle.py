@@ -3,7 +3,8 @@ snapshot it, and stage every sink's output (the worker's half of a round).
 
 Small states are collected to the driver and written as one Parquet file (see
 :data:`DRIVER_SNAPSHOT_ROWS`), which saves a distributed write and its commit protocol;
-an empty state writes nothing.
+an empty state writes nothing. A Parquet sink's small output is staged the same way
+(:data:`DRIVER_STAGE_ROWS`).
 
 The controller's half (commit the staged output, then write the checkpoint row) is in
 :mod:`lockgate.control.scheduler`; nothing here makes a window visible to anyone.
@@ -26,7 +27,7 @@ from ..checkpoint.snapshots import SnapshotStore
 from ..plan.compile import CompiledPlan, struct_of
 from ..plan.logical import OperatorKind
 from .context import CycleContext
-from .sinks import stage_sink
+from .sinks import driver_stageable, stage_sink, stage_table
 from .sources import read_slice, slices_by_arrival
 from .translate import translate
 
@@ -72,6 +73,11 @@ class CycleResult:
 #: the driver path off.
 DRIVER_SNAPSHOT_ROWS = int(os.environ.get("LOCKGATE_DRIVER_SNAPSHOT_ROWS", "200000"))
 
+#: A Parquet sink whose last round staged at most this many rows stages the next round's
+#: output from the driver (collected with ``toArrow``, one file written with pyarrow)
+#: instead of a Spark write; ``LOCKGATE_DRIVER_STAGE_ROWS=0`` turns the driver path off.
+DRIVER_STAGE_ROWS = int(os.environ.get("LOCKGATE_DRIVER_STAGE_ROWS", "200000"))
+
 
 def late_sink_config(sink: dict[str, Any], source: str) -> dict[str, Any]:
     """The side sink of one source's late records (one folder, table or name per source)."""
@@ -103,6 +109,8 @@ class CycleRunner:
         }
         #: input rows of the last round this runner ran (None before the first)
         self._last_rows_in: int | None = None
+        #: rows each sink staged in the last round this runner ran
+        self._last_staged_rows: dict[str, int] = {}
 
     def _state_estimate(self, table: str, restore: RestorePoint | None) -> int | None:
         """Rows the state table may hold after this round; None when unknown."""
@@ -121,6 +129,21 @@ class CycleRunner:
             return self.snapshots.write_table(snapshot_uri, table, df.toArrow())
         df.write.mode("overwrite").parquet(self.snapshots.operator_uri(snapshot_uri, table))
         return self.snapshots.operator_manifest(snapshot_uri, table)
+
+    def _stage(self, name: str, df: DataFrame, sink: dict[str, Any], window: int, attempt: int) -> dict[str, Any]:
+        """Stage one sink's output: from the driver when its last round was small (the
+        first round of a runner always goes through Spark, which also tells the size)."""
+        where = dict(job=self.job, sink_name=name, window=window, attempt=attempt, home=self.home)
+        last = self._last_staged_rows.get(name)
+        staged = None
+        if last is not None and last <= DRIVER_STAGE_ROWS and driver_stageable(sink):
+            table = df.toArrow()
+            if table.num_columns:  # no file stores zero columns: stage_sink counts those rows
+                staged = stage_table(table, sink, **where)
+        if staged is None:
+            staged = stage_sink(df, sink, **where)
+        self._last_staged_rows[name] = int(staged["rows"])
+        return staged
 
     def bounds(self, window: int) -> tuple[int, int]:
         g = self.plan.graph
@@ -232,9 +255,7 @@ class CycleRunner:
             t3 = time.perf_counter()
             staged = {}
             for name, df, sink_cfg in sinks:
-                staged[name] = stage_sink(
-                    df, sink_cfg, job=self.job, sink_name=name, window=window, attempt=attempt, home=self.home
-                )
+                staged[name] = self._stage(name, df, sink_cfg, window, attempt)
             timings["stage"] = time.perf_counter() - t3
             timings["write"] = time.perf_counter() - t2
             for vid, obs in observations.items():

@@ -146,6 +146,10 @@ def get_spark(
         # worth of data (W1 of bench/: 754 -> 700 ms per round). Pass
         # {"spark.sql.adaptive.enabled": "true"} for cycles over large windows with skewed keys.
         "spark.sql.adaptive.enabled": "false",
+        # PySpark 4 records the Python call site of every Column and DataFrame call in the
+        # JVM (four to ten Py4J round trips each; F.col alone costs 13): a round built 640
+        # of them. The call sites would name Lockgate's translator, not the user's pipeline.
+        "spark.python.sql.dataFrameDebugging.enabled": "false",
     }
     if master.startswith("sc://"):  # Spark Connect: only session confs; UDFs use the server's Python
         builder = SparkSession.builder.remote(master).appName(app_name)

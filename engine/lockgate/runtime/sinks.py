@@ -28,6 +28,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
@@ -56,6 +58,83 @@ def _spark_path(uri: str) -> str:
     return uri if "://" in uri else "file://" + uri
 
 
+def driver_stageable(sink: dict[str, Any]) -> bool:
+    """True when the sink's staged output can be written from the driver as one Parquet
+    file (:func:`stage_table`) exactly as Spark would write it: Parquet with no user
+    options (compression, partitioning), or the Parquet a postgres/collect sink stages."""
+    kind = sink.get("kind")
+    if kind in ("postgres", "collect"):
+        return True
+    return kind == "file" and (sink.get("format") or "parquet").lower() == "parquet" and not sink.get("options")
+
+
+def _nullable(schema: pa.Schema) -> pa.Schema:
+    # Spark writes every Parquet column as optional "for compatibility"; so does this path,
+    # so files of the two paths read back alike in one folder
+    return pa.schema([f.with_nullable(True) for f in schema], metadata=schema.metadata)
+
+
+def stage_table(
+    table: pa.Table,
+    sink: dict[str, Any],
+    *,
+    job: str,
+    sink_name: str,
+    window: int,
+    attempt: int,
+    home: str,
+) -> dict[str, Any]:
+    """Stage ``table`` (the sink's output of a round, collected on the driver) as one
+    Parquet file plus ``_SUCCESS``, the layout a Spark write leaves; return the same staged
+    descriptor as :func:`stage_sink`. Only for sinks :func:`driver_stageable` accepts.
+
+    A small round's output is cheaper to collect and write here than through Spark's
+    file commit protocol (job and task commits, renames), which costs more than the write
+    itself for a window's worth of rows. A leftover folder of the same attempt is replaced.
+    """
+    if not driver_stageable(sink):
+        raise ValueError(f"sink {sink_name!r} cannot be staged from the driver: {sink!r}")
+    if sink.get("kind") == "postgres":
+        _check_window_column(sink, table.column_names, sink_name)
+    uri = staging_uri(sink, job=job, sink_name=sink_name, window=window, attempt=attempt, home=home)
+    fs, path = resolve(uri)
+    delete_path(fs, path)
+    fs.create_dir(path, recursive=True)
+    table = table.cast(_nullable(table.schema))
+    with fs.open_output_stream(join(path, f"part-00000-{uuid.uuid4()}.snappy.parquet")) as out:
+        pq.write_table(table, out, compression="snappy")
+    fs.open_output_stream(join(path, "_SUCCESS")).close()
+    return _descriptor(sink, uri, table.num_rows, "parquet", job, sink_name, window, attempt, table.column_names)
+
+
+def _check_window_column(sink: dict[str, Any], columns: list[str], sink_name: str) -> None:
+    wc = sink.get("window_column") or "lg_window"
+    if wc in columns:
+        raise CompileError(
+            f"the stream written to PostgreSQL table {sink.get('table')!r} already has a "
+            f"column {wc!r}, which holds the window id; rename it or set "
+            f"PostgresSink(window_column=...)",
+            sink_name,
+        )
+
+
+def _descriptor(
+    sink: dict[str, Any], uri: str, rows: int, fmt: str, job: str, sink_name: str, window: int, attempt: int,
+    columns: list[str],
+) -> dict[str, Any]:
+    return {
+        "kind": sink.get("kind"),
+        "uri": uri,
+        "rows": rows,
+        "format": fmt,
+        "job": job,
+        "sink": sink_name,
+        "window": window,
+        "attempt": attempt,
+        "columns": list(columns),
+    }
+
+
 def stage_sink(
     df: DataFrame,
     sink: dict[str, Any],
@@ -81,14 +160,7 @@ def stage_sink(
     elif kind in ("postgres", "collect"):
         fmt, options = "parquet", {}
         if kind == "postgres":
-            wc = sink.get("window_column") or "lg_window"
-            if wc in df.columns:
-                raise CompileError(
-                    f"the stream written to PostgreSQL table {sink.get('table')!r} already has a "
-                    f"column {wc!r}, which holds the window id; rename it or set "
-                    f"PostgresSink(window_column=...)",
-                    sink_name,
-                )
+            _check_window_column(sink, df.columns, sink_name)
     else:
         raise CompileError(f"unknown sink kind {kind!r}; expected file, postgres or collect", sink_name)
     if fmt == "parquet":
@@ -107,15 +179,4 @@ def stage_sink(
         fs.open_output_stream(join(path, "_SUCCESS")).close()
     else:
         observed.write.format(fmt).mode("overwrite").options(**options).save(_spark_path(uri))
-    rows = int(obs.get["rows"])
-    return {
-        "kind": kind,
-        "uri": uri,
-        "rows": rows,
-        "format": fmt,
-        "job": job,
-        "sink": sink_name,
-        "window": window,
-        "attempt": attempt,
-        "columns": list(df.columns),
-    }
+    return _descriptor(sink, uri, int(obs.get["rows"]), fmt, job, sink_name, window, attempt, df.columns)
