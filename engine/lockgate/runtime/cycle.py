@@ -125,7 +125,7 @@ class CycleRunner:
         """Write one state table (from the driver when it is expected to be small); returns
         its manifest entry."""
         estimate = self._state_estimate(table, restore)
-        if estimate is not None and estimate <= DRIVER_SNAPSHOT_ROWS:
+        if DRIVER_SNAPSHOT_ROWS > 0 and estimate is not None and estimate <= DRIVER_SNAPSHOT_ROWS:
             return self.snapshots.write_table(snapshot_uri, table, df.toArrow())
         df.write.mode("overwrite").parquet(self.snapshots.operator_uri(snapshot_uri, table))
         return self.snapshots.operator_manifest(snapshot_uri, table)
@@ -136,7 +136,7 @@ class CycleRunner:
         where = dict(job=self.job, sink_name=name, window=window, attempt=attempt, home=self.home)
         last = self._last_staged_rows.get(name)
         staged = None
-        if last is not None and last <= DRIVER_STAGE_ROWS and driver_stageable(sink):
+        if DRIVER_STAGE_ROWS > 0 and last is not None and last <= DRIVER_STAGE_ROWS and driver_stageable(sink):
             table = df.toArrow()
             if table.num_columns:  # no file stores zero columns: stage_sink counts those rows
                 staged = stage_table(table, sink, **where)

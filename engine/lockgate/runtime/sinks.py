@@ -68,12 +68,6 @@ def driver_stageable(sink: dict[str, Any]) -> bool:
     return kind == "file" and (sink.get("format") or "parquet").lower() == "parquet" and not sink.get("options")
 
 
-def _nullable(schema: pa.Schema) -> pa.Schema:
-    # Spark writes every Parquet column as optional "for compatibility"; so does this path,
-    # so files of the two paths read back alike in one folder
-    return pa.schema([f.with_nullable(True) for f in schema], metadata=schema.metadata)
-
-
 def stage_table(
     table: pa.Table,
     sink: dict[str, Any],
@@ -100,7 +94,6 @@ def stage_table(
     fs, path = resolve(uri)
     delete_path(fs, path)
     fs.create_dir(path, recursive=True)
-    table = table.cast(_nullable(table.schema))
     with fs.open_output_stream(join(path, f"part-00000-{uuid.uuid4()}.snappy.parquet")) as out:
         pq.write_table(table, out, compression="snappy")
     fs.open_output_stream(join(path, "_SUCCESS")).close()

@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 from lockgate.api.sinks import CollectSink, FileSink, PostgresSink
 from lockgate.errors import CompileError
 from lockgate.runtime.commit import committer_for, read_collected
-from lockgate.runtime.sinks import stage_sink
+from lockgate.runtime.sinks import driver_stageable, stage_sink, stage_table
 
 JOB = "bids"
 T0 = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
@@ -228,3 +228,63 @@ def test_unknown_kind_and_format(spark, tmp_path, lockgate_home):
             attempt=1,
             home=lockgate_home,
         )
+
+
+# -- staging from the driver ---------------------------------------------------------------
+def stage_driver(df, sink, *, window, attempt=1, home, name="out", job=JOB):
+    return stage_table(
+        df.toArrow(), sink.to_config(), job=job, sink_name=name, window=window, attempt=attempt, home=home
+    )
+
+
+def test_driver_stage_reads_back_like_spark_stage(spark, tmp_path, lockgate_home):
+    """A window staged from the driver and one staged by Spark sit in one sink folder and
+    read back alike with Spark and pyarrow: same columns, types, nullability, rows."""
+    out = tmp_path / "out"
+    sink = FileSink(str(out))
+    c = committer_for(sink.to_config(), lockgate_home)
+    by_spark = stage(window_df(spark, 0), sink, window=0, home=lockgate_home)
+    by_driver = stage_driver(window_df(spark, 1), sink, window=1, home=lockgate_home)
+    assert {k: v for k, v in by_driver.items() if k not in ("uri", "window")} == {
+        k: v for k, v in by_spark.items() if k not in ("uri", "window")
+    }
+    assert by_driver["uri"] == f"{out}/_staging/{JOB}/w=0000000001-a1"
+    assert (Path(by_driver["uri"]) / "_SUCCESS").exists()
+    c.commit(JOB, "out", 0, by_spark)
+    c.commit(JOB, "out", 1, by_driver)
+
+    back = spark.read.parquet(str(out))
+    assert spark.read.parquet(f"{out}/lg_window=0").schema == spark.read.parquet(f"{out}/lg_window=1").schema
+    assert back.columns == ["id", "name", "ts", "price", "lg_window"]
+    assert sorted(r.id for r in back.collect()) == [0, 1, 2, 3, 4, 100, 101, 102, 103, 104]
+    secs = {r.id: r.s for r in back.select("id", F.unix_seconds("ts").alias("s")).collect()}
+    assert secs[0] == T0.timestamp() and secs[100] == (T0 + timedelta(minutes=1)).timestamp()  # both paths
+    part_schemas = {str(w): ds.dataset(f"{out}/lg_window={w}").schema.remove_metadata() for w in (0, 1)}
+    assert part_schemas["0"] == part_schemas["1"]
+
+
+def test_driver_stage_replaces_leftover_and_refuses_other_formats(spark, tmp_path, lockgate_home):
+    sink = FileSink(str(tmp_path / "out"))
+    stage_driver(window_df(spark, 2, n=9), sink, window=2, home=lockgate_home)
+    again = stage_driver(window_df(spark, 2, n=3), sink, window=2, home=lockgate_home)
+    assert ds.dataset(again["uri"]).count_rows() == 3 and again["rows"] == 3
+    assert not driver_stageable(FileSink(str(tmp_path / "csv"), format="csv").to_config())
+    assert not driver_stageable(FileSink(str(tmp_path / "z"), options={"compression": "zstd"}).to_config())
+    with pytest.raises(ValueError, match="cannot be staged from the driver"):
+        stage_driver(window_df(spark, 0), FileSink(str(tmp_path / "csv"), format="csv"), window=0, home=lockgate_home)
+
+
+def test_driver_stage_postgres_and_empty(spark, pg_url, lockgate_home):
+    job, table = f"bids_{uuid.uuid4().hex[:8]}", f"bids_out_{uuid.uuid4().hex[:8]}"
+    sink = PostgresSink(pg_url, table)
+    c = committer_for(sink.to_config(), lockgate_home)
+    staged = stage_driver(window_df(spark, 0, n=4), sink, window=0, home=lockgate_home, name="pg", job=job)
+    empty = stage_driver(window_df(spark, 1).limit(0), sink, window=1, home=lockgate_home, name="pg", job=job)
+    assert staged["rows"] == 4 and empty["rows"] == 0
+    c.commit(job, "pg", 0, staged)
+    c.commit(job, "pg", 1, empty)
+    with psycopg.connect(pg_url) as conn:
+        rows = conn.execute(f"SELECT id, ts FROM {table} ORDER BY id").fetchall()
+    assert [r[0] for r in rows] == [0, 1, 2, 3] and rows[0][1] == T0
+    with pytest.raises(CompileError, match="already has a column 'lg_window'"):
+        stage_driver(window_df(spark, 0).withColumn("lg_window", F.lit(1)), sink, window=0, home=lockgate_home)

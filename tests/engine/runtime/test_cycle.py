@@ -1,0 +1,89 @@
+"""The cycle runner's write paths: a round's small output and state go through the driver
+(collected with ``toArrow``, one Parquet file each) after the runner's first round has
+measured them; large ones, and every round with the driver paths off, through Spark's
+writers. Both paths give the same committed output."""
+
+from __future__ import annotations
+
+import glob
+
+import pyarrow.parquet as pq
+
+import lockgate.runtime.cycle as cycle
+from lockgate.client.embedded import EmbeddedClient
+
+FIRST = 353_445_120  # 2026-01-01T00:00:00Z in 5 s cycle windows since the epoch
+WINDOWS = 4
+SPARK_SCHEMA_KEY = b"org.apache.spark.sql.parquet.row.metadata"  # only Spark's writer adds it
+
+PIPELINE = '''
+from datetime import timedelta
+
+import lockgate as lg
+
+pipeline = lg.Pipeline("paths", cycle_window=timedelta(seconds=5), parallelism=2)
+bids = pipeline.source(
+    lg.NexmarkSource("bid", events_per_second=300, seed=5, start="2026-01-01T00:00:00"), name="bids"
+)
+(bids.key_by("auction").window(lg.Tumbling(timedelta(seconds=10)))  # spans two cycles
+     .aggregate(bids=lg.count(), top=lg.max("price"), name="per_auction")  # state carried
+     .sink(lg.FileSink({out!r}), name="out"))
+'''
+
+
+def _run(tmp_path, name: str) -> str:
+    out = tmp_path / name / "out"
+    path = tmp_path / name / "paths.py"
+    path.parent.mkdir(parents=True)
+    path.write_text(PIPELINE.format(out=str(out)))
+    client = EmbeddedClient(home=str(tmp_path / name / "home"))
+    try:
+        assert client.run(f"{path}:pipeline", first=FIRST, last=FIRST + WINDOWS - 1).state == "FINISHED"
+    finally:
+        client.close()
+    return str(out)
+
+
+def _written_by_spark(out: str, window: int) -> bool:
+    files = glob.glob(f"{out}/lg_window={window}/*.parquet")
+    assert len(files) >= 1
+    return all(SPARK_SCHEMA_KEY in (pq.read_schema(f).metadata or {}) for f in files)
+
+
+def _emitting(out: str) -> list[int]:
+    return sorted({int(p.rsplit("=", 1)[1]) for p in glob.glob(f"{out}/lg_window=*")})
+
+
+def _rows(out: str) -> list[tuple]:
+    t = pq.read_table(out)
+    return sorted(zip(*(t[c].to_pylist() for c in ("lg_window", "auction", "bids", "top")), strict=True))
+
+
+def test_small_rounds_stage_from_the_driver_after_the_first(tmp_path, spark):
+    out = _run(tmp_path, "driver")
+    windows = _emitting(out)
+    assert windows == list(range(FIRST, FIRST + WINDOWS))  # every round commits (maybe no rows)
+    assert _written_by_spark(out, FIRST)  # the first round of a runner measures through Spark
+    assert not any(_written_by_spark(out, w) for w in windows[1:])
+    snapshots = glob.glob(f"{tmp_path}/driver/home/**/per_auction.main/*.parquet", recursive=True)
+    assert any(f.endswith("part-00000-driver.parquet") for f in snapshots)
+
+
+def test_driver_paths_off_give_the_same_output(tmp_path, spark, monkeypatch):
+    driver_out = _run(tmp_path, "driver")
+    monkeypatch.setattr(cycle, "DRIVER_STAGE_ROWS", 0)
+    monkeypatch.setattr(cycle, "DRIVER_SNAPSHOT_ROWS", 0)
+    spark_out = _run(tmp_path, "spark")
+    assert all(_written_by_spark(spark_out, w) for w in _emitting(spark_out))
+    assert not glob.glob(f"{tmp_path}/spark/home/**/part-00000-driver.parquet", recursive=True)
+    expected = _rows(spark_out)
+    assert len(expected) > 50
+    assert _rows(driver_out) == expected
+
+
+def test_a_sink_over_the_limit_stays_on_spark(tmp_path, spark, monkeypatch):
+    monkeypatch.setattr(cycle, "DRIVER_STAGE_ROWS", 1)
+    out = _run(tmp_path, "big")
+    rows = {w: pq.read_table(f"{out}/lg_window={w}").num_rows for w in _emitting(out)}
+    after_big = [w for w in rows if rows.get(w - 1, 0) > 1]  # the round before staged over the limit
+    assert after_big and all(_written_by_spark(out, w) for w in after_big)
