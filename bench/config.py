@@ -72,6 +72,8 @@ SPARK_DEFAULTS = {
     "spark.sql.shuffle.partitions": str(SHUFFLE_PARTITIONS),
     # Lockgate's default; Structured Streaming turns it off for its micro-batches anyway
     "spark.sql.adaptive.enabled": "false",
+    # Lockgate's default too (no Python call sites recorded in the JVM per Column call)
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     "spark.sql.streaming.numRecentProgressUpdates": "100000",
@@ -84,6 +86,13 @@ ROCKSDB_CONF = {
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
 }
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+
+#: Lockgate's phases (from its catalog) that add up to a cycle
+LG_PHASES = ("read", "plan", "write", "commit", "checkpoint", "other")
+#: parts of those phases, shown beside them and not summed: snapshot and stage make up
+#: write; snapshot_io is the part of snapshot that persists state (the rest computes the
+#: round); state_load (checking and opening the last snapshot) is part of read
+LG_DETAIL = ("snapshot", "stage", "snapshot_io", "state_load")
 
 #: the issue's targets (reported, never tuned to)
 TARGETS = {
