@@ -1,10 +1,9 @@
 """One cycle round on Spark: read the window's slices, run the chains, merge keyed state,
 snapshot it, and stage every sink's output (the worker's half of a round).
 
-Small states are collected to the driver and written as one Parquet file (see
-:data:`DRIVER_SNAPSHOT_ROWS`), which saves a distributed write and its commit protocol;
-an empty state writes nothing. A Parquet sink's small output is staged the same way
-(:data:`DRIVER_STAGE_ROWS`).
+Small states are collected to the driver and written as one Parquet file, which saves a
+distributed write and its commit protocol; an empty state writes nothing. A Parquet
+sink's small output is staged the same way. :func:`driver_rows` says what "small" is.
 
 The controller's half (commit the staged output, then write the checkpoint row) is in
 :mod:`lockgate.control.scheduler`; nothing here makes a window visible to anyone.
@@ -24,6 +23,7 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from ..checkpoint.snapshots import SnapshotStore
+from ..errors import InvalidArgumentError
 from ..plan.compile import CompiledPlan, struct_of
 from ..plan.logical import OperatorKind
 from .context import CycleContext
@@ -67,16 +67,29 @@ class CycleResult:
         }
 
 
-#: A state table expected to hold at most this many rows (its last snapshot's rows plus the
-#: last round's input rows) is collected to the driver and written as one Parquet file;
-#: a larger one is written by Spark's executors. ``LOCKGATE_DRIVER_SNAPSHOT_ROWS=0`` turns
-#: the driver path off.
-DRIVER_SNAPSHOT_ROWS = int(os.environ.get("LOCKGATE_DRIVER_SNAPSHOT_ROWS", "200000"))
+def driver_rows(setting: str, default: int = 200_000) -> int:
+    """A ``LOCKGATE_DRIVER_*_ROWS`` setting (rows; 0 turns that driver path off), read when
+    a runner starts, so every job takes the environment its worker runs in.
 
-#: A Parquet sink whose last round staged at most this many rows stages the next round's
-#: output from the driver (collected with ``toArrow``, one file written with pyarrow)
-#: instead of a Spark write; ``LOCKGATE_DRIVER_STAGE_ROWS=0`` turns the driver path off.
-DRIVER_STAGE_ROWS = int(os.environ.get("LOCKGATE_DRIVER_STAGE_ROWS", "200000"))
+    - ``LOCKGATE_DRIVER_SNAPSHOT_ROWS``: a state table expected to hold at most this many
+      rows (its last snapshot's rows plus the last round's input rows) is collected to the
+      driver and written as one Parquet file; a larger one is written by the executors.
+    - ``LOCKGATE_DRIVER_STAGE_ROWS``: a Parquet sink whose last round staged at most this
+      many rows stages the next round from the driver (``toArrow``, one file written with
+      pyarrow) instead of a Spark write.
+    """
+    raw = os.environ.get(setting, "").strip()
+    if not raw:
+        return default
+    try:
+        rows = int(raw)
+    except ValueError:
+        rows = -1
+    if rows < 0:
+        raise InvalidArgumentError(
+            f"{setting}={raw!r}: expected a whole number of rows (0 turns the driver path off; default {default})"
+        )
+    return rows
 
 
 def late_sink_config(sink: dict[str, Any], source: str) -> dict[str, Any]:
@@ -111,6 +124,8 @@ class CycleRunner:
         self._last_rows_in: int | None = None
         #: rows each sink staged in the last round this runner ran
         self._last_staged_rows: dict[str, int] = {}
+        self.driver_snapshot_rows = driver_rows("LOCKGATE_DRIVER_SNAPSHOT_ROWS")
+        self.driver_stage_rows = driver_rows("LOCKGATE_DRIVER_STAGE_ROWS")
 
     def _state_estimate(self, table: str, restore: RestorePoint | None) -> int | None:
         """Rows the state table may hold after this round; None when unknown."""
@@ -129,7 +144,8 @@ class CycleRunner:
         on the driver path the file write alone (the collect computes the round, which the
         sinks then reuse); on Spark's path the whole write, which cannot be split."""
         estimate = self._state_estimate(table, restore)
-        if DRIVER_SNAPSHOT_ROWS > 0 and estimate is not None and estimate <= DRIVER_SNAPSHOT_ROWS:
+        limit = self.driver_snapshot_rows
+        if limit > 0 and estimate is not None and estimate <= limit:
             collected = df.toArrow()
             t = time.perf_counter()
             entry = self.snapshots.write_table(snapshot_uri, table, collected)
@@ -146,7 +162,8 @@ class CycleRunner:
         where = dict(job=self.job, sink_name=name, window=window, attempt=attempt, home=self.home)
         last = self._last_staged_rows.get(name)
         staged = None
-        if DRIVER_STAGE_ROWS > 0 and last is not None and last <= DRIVER_STAGE_ROWS and driver_stageable(sink):
+        limit = self.driver_stage_rows
+        if limit > 0 and last is not None and last <= limit and driver_stageable(sink):
             table = df.toArrow()
             if table.num_columns:  # no file stores zero columns: stage_sink counts those rows
                 staged = stage_table(table, sink, **where)

@@ -8,9 +8,11 @@ from __future__ import annotations
 import glob
 
 import pyarrow.parquet as pq
+import pytest
 
-import lockgate.runtime.cycle as cycle
 from lockgate.client.embedded import EmbeddedClient
+from lockgate.errors import InvalidArgumentError
+from lockgate.runtime.cycle import driver_rows
 
 FIRST = 353_445_120  # 2026-01-01T00:00:00Z in 5 s cycle windows since the epoch
 WINDOWS = 4
@@ -71,8 +73,8 @@ def test_small_rounds_stage_from_the_driver_after_the_first(tmp_path, spark):
 
 def test_driver_paths_off_give_the_same_output(tmp_path, spark, monkeypatch):
     driver_out = _run(tmp_path, "driver")
-    monkeypatch.setattr(cycle, "DRIVER_STAGE_ROWS", 0)
-    monkeypatch.setattr(cycle, "DRIVER_SNAPSHOT_ROWS", 0)
+    monkeypatch.setenv("LOCKGATE_DRIVER_STAGE_ROWS", "0")
+    monkeypatch.setenv("LOCKGATE_DRIVER_SNAPSHOT_ROWS", "0")
     spark_out = _run(tmp_path, "spark")
     assert all(_written_by_spark(spark_out, w) for w in _emitting(spark_out))
     assert not glob.glob(f"{tmp_path}/spark/home/**/part-00000-driver.parquet", recursive=True)
@@ -82,8 +84,19 @@ def test_driver_paths_off_give_the_same_output(tmp_path, spark, monkeypatch):
 
 
 def test_a_sink_over_the_limit_stays_on_spark(tmp_path, spark, monkeypatch):
-    monkeypatch.setattr(cycle, "DRIVER_STAGE_ROWS", 1)
+    monkeypatch.setenv("LOCKGATE_DRIVER_STAGE_ROWS", "1")
     out = _run(tmp_path, "big")
     rows = {w: pq.read_table(f"{out}/lg_window={w}").num_rows for w in _emitting(out)}
     after_big = [w for w in rows if rows.get(w - 1, 0) > 1]  # the round before staged over the limit
     assert after_big and all(_written_by_spark(out, w) for w in after_big)
+
+
+def test_driver_row_settings_are_checked(monkeypatch):
+    monkeypatch.delenv("LOCKGATE_DRIVER_STAGE_ROWS", raising=False)
+    assert driver_rows("LOCKGATE_DRIVER_STAGE_ROWS") == 200_000
+    monkeypatch.setenv("LOCKGATE_DRIVER_STAGE_ROWS", " 5000 ")
+    assert driver_rows("LOCKGATE_DRIVER_STAGE_ROWS") == 5000
+    for bad in ("lots", "-1", "1e5"):
+        monkeypatch.setenv("LOCKGATE_DRIVER_STAGE_ROWS", bad)
+        with pytest.raises(InvalidArgumentError, match="LOCKGATE_DRIVER_STAGE_ROWS=.*whole number of rows"):
+            driver_rows("LOCKGATE_DRIVER_STAGE_ROWS")
