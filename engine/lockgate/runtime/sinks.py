@@ -1,9 +1,11 @@
-"""Phase one of the sink protocol: stage a window's sink output with Spark.
+"""Phase one of the sink protocol: stage a window's sink output.
 
 During a cycle round for window ``W`` (attempt ``A``) the worker writes each sink's
 DataFrame once, to a staging folder private to that attempt, and reports the returned
 *staged descriptor* in CycleDone; the controller later commits it
-(:mod:`lockgate.runtime.commit`, no Spark there).
+(:mod:`lockgate.runtime.commit`, no Spark there). :func:`stage_sink` writes with Spark;
+:func:`stage_table` writes a round's small output, collected on the driver, as one
+Parquet file in the same layout.
 
 Staging locations:
 
