@@ -27,7 +27,7 @@ from ..errors import InvalidArgumentError
 from ..plan.compile import CompiledPlan, struct_of
 from ..plan.logical import OperatorKind
 from .context import CycleContext
-from .sinks import driver_stageable, stage_sink, stage_table
+from .sinks import driver_stageable, driver_writable, stage_sink, stage_table
 from .sources import read_slice, slices_by_arrival
 from .translate import translate
 
@@ -126,6 +126,10 @@ class CycleRunner:
         self._last_staged_rows: dict[str, int] = {}
         self.driver_snapshot_rows = driver_rows("LOCKGATE_DRIVER_SNAPSHOT_ROWS")
         self.driver_stage_rows = driver_rows("LOCKGATE_DRIVER_STAGE_ROWS")
+        #: state tables and sinks whose rows the driver paths can write (known per sink after
+        #: its first round: a sink's output schema is looked up once)
+        self._state_on_driver = {t: driver_writable(s) for t, s in self._state_schemas.items()}
+        self._sink_on_driver: dict[str, bool] = {}
 
     def _state_estimate(self, table: str, restore: RestorePoint | None) -> int | None:
         """Rows the state table may hold after this round; None when unknown."""
@@ -145,7 +149,7 @@ class CycleRunner:
         sinks then reuse); on Spark's path the whole write, which cannot be split."""
         estimate = self._state_estimate(table, restore)
         limit = self.driver_snapshot_rows
-        if limit > 0 and estimate is not None and estimate <= limit:
+        if limit > 0 and estimate is not None and estimate <= limit and self._state_on_driver.get(table, False):
             collected = df.toArrow()
             t = time.perf_counter()
             entry = self.snapshots.write_table(snapshot_uri, table, collected)
@@ -157,18 +161,19 @@ class CycleRunner:
         return entry
 
     def _stage(self, name: str, df: DataFrame, sink: dict[str, Any], window: int, attempt: int) -> dict[str, Any]:
-        """Stage one sink's output: from the driver when its last round was small (the
-        first round of a runner always goes through Spark, which also tells the size)."""
+        """Stage one sink's output: from the driver when its last round was small and its
+        columns are of types the driver writes as Spark does (the first round of a runner
+        always goes through Spark, which also tells the size)."""
         where = dict(job=self.job, sink_name=name, window=window, attempt=attempt, home=self.home)
         last = self._last_staged_rows.get(name)
-        staged = None
         limit = self.driver_stage_rows
-        if limit > 0 and last is not None and last <= limit and driver_stageable(sink):
-            table = df.toArrow()
-            if table.num_columns:  # no file stores zero columns: stage_sink counts those rows
-                staged = stage_table(table, sink, **where)
-        if staged is None:
+        if limit > 0 and last is not None and last <= limit and self._sink_on_driver[name]:
+            staged = stage_table(df.toArrow(), sink, **where)
+        else:
             staged = stage_sink(df, sink, **where)
+            if name not in self._sink_on_driver:
+                schema = df.schema  # once per sink and runner; no file stores zero columns
+                self._sink_on_driver[name] = driver_stageable(sink) and bool(schema.fields) and driver_writable(schema)
         self._last_staged_rows[name] = int(staged["rows"])
         return staged
 

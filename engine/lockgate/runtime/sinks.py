@@ -34,6 +34,26 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    ByteType,
+    DataType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    MapType,
+    ShortType,
+    StringType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+    UserDefinedType,
+)
 
 from lockgate.api.sources import FILE_FORMATS
 from lockgate.errors import CompileError
@@ -58,6 +78,27 @@ def staging_uri(
 def _spark_path(uri: str) -> str:
     """A location Spark reads the same way pyarrow does: local paths as ``file:``."""
     return uri if "://" in uri else "file://" + uri
+
+
+#: Spark types whose Arrow form pyarrow writes to Parquet exactly as Spark's own writer
+#: does, so files of both paths read back with one schema (variant, geometry, intervals
+#: and user-defined types are not: Arrow has them as structs or durations)
+_PLAIN_TYPES = (
+    BooleanType, ByteType, ShortType, IntegerType, LongType, FloatType, DoubleType, DecimalType,
+    StringType, BinaryType, DateType, TimestampType, TimestampNTZType,
+)
+
+
+def driver_writable(dt: DataType) -> bool:
+    """True when values of Spark type ``dt`` (nested types included) can be collected with
+    ``toArrow`` and written by pyarrow into Parquet that Spark reads back as ``dt``."""
+    if isinstance(dt, StructType):
+        return all(driver_writable(f.dataType) for f in dt.fields)
+    if isinstance(dt, ArrayType):
+        return driver_writable(dt.elementType)
+    if isinstance(dt, MapType):
+        return driver_writable(dt.keyType) and driver_writable(dt.valueType)
+    return isinstance(dt, _PLAIN_TYPES) and not isinstance(dt, UserDefinedType)
 
 
 def driver_stageable(sink: dict[str, Any]) -> bool:

@@ -13,6 +13,7 @@ import pytest
 from lockgate.client.embedded import EmbeddedClient
 from lockgate.errors import InvalidArgumentError
 from lockgate.runtime.cycle import driver_rows
+from lockgate.runtime.sinks import driver_writable
 
 FIRST = 353_445_120  # 2026-01-01T00:00:00Z in 5 s cycle windows since the epoch
 WINDOWS = 4
@@ -100,3 +101,45 @@ def test_driver_row_settings_are_checked(monkeypatch):
         monkeypatch.setenv("LOCKGATE_DRIVER_STAGE_ROWS", bad)
         with pytest.raises(InvalidArgumentError, match="LOCKGATE_DRIVER_STAGE_ROWS=.*whole number of rows"):
             driver_rows("LOCKGATE_DRIVER_STAGE_ROWS")
+
+
+def test_driver_writable_types():
+    from pyspark.sql.types import StructType
+
+    plain = StructType.fromDDL(
+        "a BIGINT, b DECIMAL(20, 4), c STRING, d TIMESTAMP, e TIMESTAMP_NTZ, f ARRAY<STRUCT<x: DATE, y: BINARY>>, "
+        "g MAP<STRING, DOUBLE>, h TINYINT, i BOOLEAN"
+    )
+    assert driver_writable(plain)
+    for ddl in ("v VARIANT", "a ARRAY<VARIANT>", "i INTERVAL DAY TO SECOND", "s STRUCT<m: MAP<STRING, VARIANT>>"):
+        assert not driver_writable(StructType.fromDDL(ddl)), ddl
+
+
+VARIANT_PIPELINE = '''
+from datetime import timedelta
+
+import lockgate as lg
+
+pipeline = lg.Pipeline("variants", cycle_window=timedelta(seconds=5), parallelism=2)
+bids = pipeline.source(
+    lg.NexmarkSource("bid", events_per_second=50, seed=5, start="2026-01-01T00:00:00"), name="bids"
+)
+(bids.select("auction", "parse_json(to_json(named_struct('price', price))) AS doc", name="docs")
+     .sink(lg.FileSink({out!r}), name="out"))
+'''
+
+
+def test_a_variant_sink_stays_on_spark_and_reads_back_as_variant(tmp_path, spark):
+    out = tmp_path / "out"
+    path = tmp_path / "variants.py"
+    path.write_text(VARIANT_PIPELINE.format(out=str(out)))
+    client = EmbeddedClient(home=str(tmp_path / "home"))
+    try:
+        assert client.run(f"{path}:pipeline", first=FIRST, last=FIRST + 2).state == "FINISHED"
+    finally:
+        client.close()
+    windows = _emitting(str(out))
+    assert len(windows) == 3 and all(_written_by_spark(str(out), w) for w in windows)
+    back = spark.read.parquet(str(out))
+    assert back.schema["doc"].dataType.typeName() == "variant"
+    assert back.count() == 3 * 5 * 50 * 46 // 50  # every bid once (46 of 50 events are bids)
