@@ -92,6 +92,11 @@ def driver_rows(setting: str, default: int = 200_000) -> int:
     return rows
 
 
+def _within(rows: int | None, limit: int) -> bool:
+    """True when an expected row count is known and a driver path of ``limit`` rows takes it."""
+    return limit > 0 and rows is not None and rows <= limit
+
+
 def late_sink_config(sink: dict[str, Any], source: str) -> dict[str, Any]:
     """The side sink of one source's late records (one folder, table or name per source)."""
     out = dict(sink)
@@ -148,8 +153,7 @@ class CycleRunner:
         on the driver path the file write alone (the collect computes the round, which the
         sinks then reuse); on Spark's path the whole write, which cannot be split."""
         estimate = self._state_estimate(table, restore)
-        limit = self.driver_snapshot_rows
-        if limit > 0 and estimate is not None and estimate <= limit and self._state_on_driver.get(table, False):
+        if self._state_on_driver[table] and _within(estimate, self.driver_snapshot_rows):
             collected = df.toArrow()
             t = time.perf_counter()
             entry = self.snapshots.write_table(snapshot_uri, table, collected)
@@ -166,8 +170,7 @@ class CycleRunner:
         always goes through Spark, which also tells the size)."""
         where = dict(job=self.job, sink_name=name, window=window, attempt=attempt, home=self.home)
         last = self._last_staged_rows.get(name)
-        limit = self.driver_stage_rows
-        if limit > 0 and last is not None and last <= limit and self._sink_on_driver[name]:
+        if _within(last, self.driver_stage_rows) and self._sink_on_driver[name]:
             staged = stage_table(df.toArrow(), sink, **where)
         else:
             staged = stage_sink(df, sink, **where)

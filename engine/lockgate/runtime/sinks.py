@@ -52,7 +52,6 @@ from pyspark.sql.types import (
     StructType,
     TimestampNTZType,
     TimestampType,
-    UserDefinedType,
 )
 
 from lockgate.api.sources import FILE_FORMATS
@@ -98,7 +97,7 @@ def driver_writable(dt: DataType) -> bool:
         return driver_writable(dt.elementType)
     if isinstance(dt, MapType):
         return driver_writable(dt.keyType) and driver_writable(dt.valueType)
-    return isinstance(dt, _PLAIN_TYPES) and not isinstance(dt, UserDefinedType)
+    return isinstance(dt, _PLAIN_TYPES)
 
 
 def driver_stageable(sink: dict[str, Any]) -> bool:
@@ -134,13 +133,25 @@ def stage_table(
     if sink.get("kind") == "postgres":
         _check_window_column(sink, table.column_names, sink_name)
     uri = staging_uri(sink, job=job, sink_name=sink_name, window=window, attempt=attempt, home=home)
+    fs, path = _empty_folder(uri)
+    with fs.open_output_stream(join(path, f"part-00000-{uuid.uuid4()}.snappy.parquet")) as out:
+        pq.write_table(table, out, compression="snappy")
+    _mark_success(fs, path)
+    return _descriptor(sink, uri, table.num_rows, "parquet", job, sink_name, window, attempt, table.column_names)
+
+
+def _empty_folder(uri: str) -> tuple[Any, str]:
+    """The staged folder at ``uri``, emptied of any leftover of the same attempt."""
     fs, path = resolve(uri)
     delete_path(fs, path)
     fs.create_dir(path, recursive=True)
-    with fs.open_output_stream(join(path, f"part-00000-{uuid.uuid4()}.snappy.parquet")) as out:
-        pq.write_table(table, out, compression="snappy")
+    return fs, path
+
+
+def _mark_success(fs: Any, path: str) -> None:
+    # Spark's marker of a finished write; a staged folder always has it, so a commit never
+    # renames an empty or half-written folder
     fs.open_output_stream(join(path, "_SUCCESS")).close()
-    return _descriptor(sink, uri, table.num_rows, "parquet", job, sink_name, window, attempt, table.column_names)
 
 
 def _check_window_column(sink: dict[str, Any], columns: list[str], sink_name: str) -> None:
@@ -185,6 +196,7 @@ def stage_sink(
     write) to the sink's staging folder for ``(window, attempt)``; return the staged
     descriptor the controller commits. A leftover folder of the same attempt is
     overwritten."""
+    columns = df.columns
     kind = sink.get("kind")
     if kind == "file":
         fmt = (sink.get("format") or "parquet").lower()
@@ -196,7 +208,7 @@ def stage_sink(
     elif kind in ("postgres", "collect"):
         fmt, options = "parquet", {}
         if kind == "postgres":
-            _check_window_column(sink, df.columns, sink_name)
+            _check_window_column(sink, columns, sink_name)
     else:
         raise CompileError(f"unknown sink kind {kind!r}; expected file, postgres or collect", sink_name)
     if fmt == "parquet":
@@ -205,14 +217,11 @@ def stage_sink(
     uri = staging_uri(sink, job=job, sink_name=sink_name, window=window, attempt=attempt, home=home)
     obs = Observation(f"lg_rows_{uuid.uuid4().hex}")
     observed = df.observe(obs, F.count(F.lit(1)).alias("rows"))
-    if not df.columns:
+    if not columns:
         # no file format stores zero columns: count through a no-op write and stage an
-        # empty folder (with _SUCCESS, so a commit never renames over an empty folder)
+        # empty folder
         observed.write.format("noop").mode("overwrite").save()
-        fs, path = resolve(uri)
-        delete_path(fs, path)
-        fs.create_dir(path, recursive=True)
-        fs.open_output_stream(join(path, "_SUCCESS")).close()
+        _mark_success(*_empty_folder(uri))
     else:
         observed.write.format(fmt).mode("overwrite").options(**options).save(_spark_path(uri))
-    return _descriptor(sink, uri, int(obs.get["rows"]), fmt, job, sink_name, window, attempt, df.columns)
+    return _descriptor(sink, uri, int(obs.get["rows"]), fmt, job, sink_name, window, attempt, columns)
