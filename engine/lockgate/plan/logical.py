@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from ..clock import WindowClock
+
 
 class OperatorKind(StrEnum):
     SOURCE = "SOURCE"
@@ -107,6 +109,11 @@ class PipelineGraph:
     watermark: dict[str, Any]
     vertices: dict[str, PipelineVertex]
     edges: list[PipelineEdge]
+
+    @property
+    def clock(self) -> WindowClock:
+        """The job's cycle windows: window ids to instants and back."""
+        return WindowClock(self.origin_us, self.cycle_window_us)
 
     # -- navigation ------------------------------------------------------------------
     def inputs(self, vertex: str) -> list[PipelineEdge]:
