@@ -26,7 +26,8 @@ from ..plan.compile import CompiledPlan, compile_pipeline
 from ..plan.explain import explain
 from ..plan.logical import PipelineGraph
 from ..runtime.commit import committer_for
-from ..runtime.cycle import CycleResult, CycleRunner, RestorePoint
+from ..runtime.cycle import CycleRunner
+from ..runtime.results import CycleResult, RestorePoint
 from .base import (
     AsyncClient,
     CheckpointInfo,

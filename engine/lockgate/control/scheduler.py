@@ -34,7 +34,7 @@ from ..errors import JobNotFoundError, StateLayoutError, WindowGapError
 from ..logs import get_logger, log_event
 from ..plan.compile import CompiledPlan
 from ..runtime.commit import committer_for
-from ..runtime.cycle import CycleResult, RestorePoint, late_sink_config
+from ..runtime.results import CycleResult, RestorePoint, late_sink_config
 from . import faults
 from .states import JobState, is_terminal
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -27,44 +26,10 @@ from ..errors import InvalidArgumentError
 from ..plan.compile import CompiledPlan, struct_of
 from ..plan.logical import OperatorKind
 from .context import CycleContext
+from .results import CycleResult, RestorePoint, late_sink_config
 from .sinks import driver_stageable, driver_writable, stage_sink, stage_table
 from .sources import read_slice, slices_by_arrival
 from .translate import translate
-
-
-@dataclass
-class RestorePoint:
-    """The state a round starts from: the last checkpoint's snapshot (or none)."""
-
-    window: int
-    snapshot_uri: str | None
-    snapshot_manifest: dict[str, Any]
-
-
-@dataclass
-class CycleResult:
-    """What a worker reports at the tail of a round (GeaFlow's DoneEvent)."""
-
-    window: int
-    attempt: int
-    staged: dict[str, dict[str, Any]]
-    snapshot_uri: str | None
-    snapshot_manifest: dict[str, Any]
-    positions: dict[str, dict[str, Any]]
-    rows_in: int
-    rows_out: int
-    late_rows: int
-    timings: dict[str, float] = field(default_factory=dict)
-
-    def to_manifest(self) -> dict[str, Any]:
-        """The pre-commit record written to the catalog before any sink commits."""
-        return {
-            "attempt": self.attempt,
-            "staged": self.staged,
-            "snapshot_uri": self.snapshot_uri,
-            "snapshot_manifest": self.snapshot_manifest,
-            "positions": self.positions,
-        }
 
 
 def driver_rows(setting: str, default: int = 200_000) -> int:
@@ -95,18 +60,6 @@ def driver_rows(setting: str, default: int = 200_000) -> int:
 def _within(rows: int | None, limit: int) -> bool:
     """True when an expected row count is known and a driver path of ``limit`` rows takes it."""
     return limit > 0 and rows is not None and rows <= limit
-
-
-def late_sink_config(sink: dict[str, Any], source: str) -> dict[str, Any]:
-    """The side sink of one source's late records (one folder, table or name per source)."""
-    out = dict(sink)
-    if "path" in out:
-        out["path"] = out["path"].rstrip("/") + f"/{source}"
-    if "table" in out:
-        out["table"] = f"{out['table']}_{source}"
-    if "name" in out:
-        out["name"] = f"{out['name']}.{source}"
-    return out
 
 
 class CycleRunner:

@@ -33,7 +33,7 @@ from ..control.states import JobState, is_terminal
 from ..errors import CompileError, FencedError, InvalidArgumentError, JobNotFoundError, LockgateError
 from ..logs import get_logger, log_event
 from ..plan.logical import PipelineGraph
-from ..runtime.cycle import CycleResult, RestorePoint
+from ..runtime.results import CycleResult, RestorePoint
 from .errors import FATAL_CODES, CycleFailedError, WorkerLostError, WorkerStartError, rebuild
 from .generated import lockgate_worker_pb2 as wpb
 

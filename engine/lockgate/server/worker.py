@@ -159,7 +159,7 @@ class Worker:
         self._report("CompileDone", done)
 
     def _execute(self, task: Any) -> None:
-        from ..runtime.cycle import RestorePoint
+        from ..runtime.results import RestorePoint
 
         if task.generation < self.generation:
             log_event(log, "stale_task_ignored", generation=task.generation, mine=self.generation)
