@@ -27,12 +27,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from ..clock import EPOCH, WindowClock
 from .aggregates import Aggregate
 from .sinks import Sink
 from .sources import Source
 from .windows import Session, Sliding, Tumbling, Watermark, WindowSpec, _micros
-
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass
@@ -92,15 +91,18 @@ class Pipeline:
     def cycle_micros(self) -> int:
         return _micros(self.cycle_window)
 
+    @property
+    def clock(self) -> WindowClock:
+        """The pipeline's cycle windows: window ids to instants and back."""
+        return WindowClock.of(self.cycle_window, self.origin)
+
     def window_of(self, t: datetime) -> int:
         """Id of the cycle window holding instant ``t``."""
-        t = t if t.tzinfo else t.replace(tzinfo=UTC)
-        return _micros(t - self.origin) // self.cycle_micros
+        return self.clock.window_of(t)
 
     def window_bounds(self, window: int) -> tuple[datetime, datetime]:
         """``[start, end)`` of cycle window ``window``."""
-        start = self.origin + timedelta(microseconds=window * self.cycle_micros)
-        return start, start + self.cycle_window
+        return self.clock.bounds(window)
 
     # -- building --------------------------------------------------------------------
     def _add(

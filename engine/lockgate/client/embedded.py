@@ -12,20 +12,20 @@ import os
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
+from datetime import datetime
 from typing import Any
 
 from ..api.loader import load_pipeline
-from ..checkpoint.catalog import Catalog, CheckpointRecord, JobRecord
+from ..checkpoint.catalog import Catalog
 from ..checkpoint.snapshots import SnapshotStore
-from ..control.scheduler import CycleEvent, CycleScheduler, sinks_of
-from ..control.states import JobState, is_terminal
-from ..errors import InvalidArgumentError, JobStateError, LockgateError
+from ..clock import to_micros
+from ..control.jobs import JobOperations, compile_result, windows_for
+from ..control.scheduler import CycleEvent, CycleScheduler
+from ..control.states import is_terminal
+from ..defaults import default_home, default_spark_master
+from ..errors import JobStateError, LockgateError
 from ..plan.compile import CompiledPlan, compile_pipeline
 from ..plan.explain import explain
-from ..plan.logical import PipelineGraph
-from ..runtime.commit import committer_for
 from ..runtime.cycle import CycleRunner
 from ..runtime.results import CycleResult, RestorePoint
 from .base import (
@@ -39,13 +39,11 @@ from .base import (
     RunResult,
 )
 
-
-def default_home() -> str:
-    return os.environ.get("LOCKGATE_HOME") or str(Path.home() / ".lockgate")
+__all__ = ["EmbeddedAsyncClient", "EmbeddedClient", "LocalCycleExecutor"]
 
 
-class LocalWorker:
-    """A worker in this process: a CycleRunner on the client's SparkSession."""
+class LocalCycleExecutor:
+    """Runs the worker's half of a round in this process: a CycleRunner on the client's SparkSession."""
 
     def __init__(self, runner: CycleRunner):
         self.runner = runner
@@ -92,7 +90,8 @@ class EmbeddedClient(Client):
         os.makedirs(self.home, exist_ok=True)
         self.catalog = Catalog(catalog_url or f"sqlite:///{os.path.join(self.home, 'catalog.db')}")
         self.snapshots = SnapshotStore(snapshots or os.path.join(self.home, "snapshots"))
-        self.spark_master = spark_master or os.environ.get("LOCKGATE_SPARK_MASTER", "local[2]")
+        self.jobs = JobOperations(self.catalog, self.home)
+        self.spark_master = spark_master or default_spark_master()
         self.spark_conf = spark_conf or {}
         self.keep_checkpoints = keep_checkpoints
         self._spark: Any = None
@@ -112,84 +111,36 @@ class EmbeddedClient(Client):
         self.spark.conf.set("spark.sql.shuffle.partitions", str(max(v.parallelism for v in plan.graph.vertices.values())))
         return plan
 
-    def _job_info(self, rec: JobRecord) -> JobInfo:
-        last = self.catalog.last_checkpoint(rec.name)
-        return JobInfo(
-            name=rec.name,
-            state=rec.state.value if hasattr(rec.state, "value") else str(rec.state),
-            pipeline_ref=rec.pipeline_ref,
-            plan_version=rec.plan_version,
-            generation=rec.generation,
-            last_window=last.window if last else None,
-            last_error=rec.last_error,
-            updated=rec.updated,
-        )
-
     def _scheduler(self, plan: CompiledPlan, job: str, on_event: EventHandler | None) -> CycleScheduler:
         runner = CycleRunner(self.spark, plan, job, self.home, self.snapshots)
         handler = (lambda e: on_event(_event(e))) if on_event else None
         return CycleScheduler(
-            self.catalog, self.snapshots, plan, job, self.home, LocalWorker(runner), self.keep_checkpoints, handler
+            self.catalog, self.snapshots, plan.graph, job, self.home, LocalCycleExecutor(runner),
+            self.keep_checkpoints, handler,
         )
+
+    def _prepared(
+        self, pipeline: str, job: str | None, reset_state: bool, on_event: EventHandler | None = None
+    ) -> CycleScheduler:
+        """Compile ``pipeline``, take its job over and restore it to its last complete window."""
+        plan = self._compiled(pipeline)
+        name = job or plan.name
+        if name in self._continuous and self._continuous[name][0].is_alive():
+            raise JobStateError(f"job '{name}' is already running in this process; stop it first")
+        sched = self._scheduler(plan, name, on_event)
+        sched.prepare(reset_state=reset_state or self.jobs.pending_reset(name), pipeline_ref=pipeline)
+        return sched
 
     # -- Client ----------------------------------------------------------------------
     def compile(self, pipeline: str) -> CompileResult:
         plan = self._compiled(pipeline)
-        g = plan.graph
-        return CompileResult(
-            pipeline=g.name,
-            plan_version=plan.version,
-            operators=g.topological_order(),
-            stateful_operators=[v.id for v in g.vertices.values() if v.stateful],
-            sinks=list(sinks_of(plan)),
-            cycle_window_s=g.cycle_window_us / 1e6,
-            explain=explain(plan),
-        )
+        return compile_result(plan.graph, explain(plan))
 
     def submit(self, pipeline: str, job: str | None = None) -> JobInfo:
-        plan = self._compiled(pipeline)
-        name = job or plan.name
-        self.catalog.ensure_job(name, pipeline)
-        self.catalog.save_plan(plan.version, plan.name, plan.graph.to_json(), plan.graph.state_layout())
-        self.catalog.set_job_plan(name, plan.version)
-        return self._job_info(self.catalog.get_job(name))
+        return self.jobs.register(self._compiled(pipeline).graph, pipeline, job)
 
     def windows_for(self, pipeline: str, start: datetime, end: datetime) -> tuple[int, int]:
-        if end <= start:
-            raise InvalidArgumentError("the end of the range must be after its start")
-        p = load_pipeline(pipeline)
-        return p.window_of(start), p.window_of(end - timedelta(microseconds=1))
-
-    def _range(
-        self, plan: CompiledPlan, sched: CycleScheduler, first: int | None, last: int | None, until_caught_up: bool
-    ) -> tuple[int, int]:
-        from ..runtime.sources import available_from, available_until
-
-        p = plan.pipeline
-        if first is None:
-            if sched.last_window is not None:
-                first = sched.last_window + 1
-            else:
-                starts = [available_from(v.config["source"]) for v in plan.graph.sources()]
-                known = [s for s in starts if s is not None]
-                if not known:
-                    raise LockgateError(
-                        f"job '{sched.job}' has no checkpoint yet and its sources cannot tell where data starts: "
-                        "pass the first window (--from TIME or --from-window N)"
-                    )
-                first = (min(known) - plan.graph.origin_us) // plan.graph.cycle_window_us
-        if last is None:
-            if not until_caught_up:
-                raise LockgateError("give the last window (--to TIME / --to-window N) or --until-caught-up")
-            bounds = [available_until(v.config["source"]) for v in plan.graph.sources()]
-            now_us = int(datetime.now(UTC).timestamp() * 1e6)
-            bound = min(b if b is not None else now_us for b in bounds)
-            last = (bound - 1 - plan.graph.origin_us) // plan.graph.cycle_window_us
-            if not any(b is not None for b in bounds):
-                last -= 1  # unbounded sources: only windows that have fully passed
-            if p.window_bounds(last)[1] > datetime.now(UTC) and all(b is None for b in bounds):
-                last -= 1
-        return first, last
+        return windows_for(load_pipeline(pipeline).clock, to_micros(start), to_micros(end))
 
     def run(
         self,
@@ -217,51 +168,12 @@ class EmbeddedClient(Client):
         on_event: EventHandler | None,
         stop: threading.Event | None = None,
     ) -> RunResult:
-        plan = self._compiled(pipeline)
-        name = job or plan.name
-        sched = self._scheduler(plan, name, on_event)
-        reset = reset_state or self._pending_reset(name)
-        sched.prepare(reset_state=reset, pipeline_ref=pipeline)
-        try:
-            first, last = self._range(plan, sched, first, last, until_caught_up)
-        except LockgateError as err:
-            sched._fail(err)
-            raise
-        if last < first:
-            rec = self.catalog.get_job(name)
-            if not is_terminal(rec.state):
-                sched._to(JobState.RUNNING, "nothing to run")
-                sched._to(JobState.FINISHED, f"no window to run: caught up at window {sched.last_window}")
-            return RunResult(name, first, last, 0, 0, 0, 0, 0, 0.0, self.catalog.get_job(name).state.value)
-        summary = sched.run_windows(first, last, stop)
-        self._clear_reset(name)
+        sched = self._prepared(pipeline, job, reset_state, on_event)
+        s = self.jobs.run_range(sched, first, last, until_caught_up, stop)
         return RunResult(
-            name,
-            summary.first_window,
-            summary.last_window,
-            summary.windows_run,
-            summary.windows_skipped,
-            summary.rows_in,
-            summary.rows_out,
-            summary.late_rows,
-            round(summary.elapsed_s, 3),
-            summary.state,
+            s.job, s.first_window, s.last_window, s.windows_run, s.windows_skipped, s.rows_in, s.rows_out,
+            s.late_rows, round(s.elapsed_s, 3), s.state,
         )
-
-    def _pending_reset(self, job: str) -> bool:
-        try:
-            rec = self.catalog.get_job(job)
-        except LockgateError:
-            return False
-        pending = (rec.options or {}).get("reset_state_at")
-        last = self.catalog.last_checkpoint(job)
-        return pending is not None and last is not None and last.window == pending
-
-    def _clear_reset(self, job: str) -> None:
-        rec = self.catalog.get_job(job)
-        if "reset_state_at" in (rec.options or {}):
-            opts = {k: v for k, v in rec.options.items() if k != "reset_state_at"}
-            self.catalog.ensure_job(job, rec.pipeline_ref, opts)
 
     def start_run(
         self,
@@ -273,23 +185,32 @@ class EmbeddedClient(Client):
         until_caught_up: bool = False,
         reset_state: bool = False,
     ) -> JobInfo:
-        plan = self._compiled(pipeline)
-        name = job or plan.name
-        if name in self._continuous and self._continuous[name][0].is_alive():
-            raise JobStateError(f"job '{name}' is already running in this process")
+        return self._background(pipeline, job, reset_state, lambda sched, stop, started: self.jobs.run_range(
+            sched, first, last, until_caught_up, stop, on_started=started))
+
+    def start(self, pipeline: str, *, job: str | None = None, reset_state: bool = False) -> JobInfo:
+        return self._background(pipeline, job, reset_state, lambda sched, stop, started: self.jobs.run_continuous(
+            sched, stop, on_started=started))
+
+    def _background(
+        self,
+        pipeline: str,
+        job: str | None,
+        reset_state: bool,
+        body: Any,
+    ) -> JobInfo:
+        """Prepare the job here, then run ``body(sched, stop, started)`` in a thread; return once
+        its rounds have begun (or it ended before that: its error is raised here)."""
+        sched = self._prepared(pipeline, job, reset_state)
+        name = sched.job
         errors: list[BaseException] = []
         started = threading.Event()
         stop = threading.Event()  # set by stop(): the run ends at the next window boundary
 
-        def on_event(e: CycleEvent) -> None:  # returns once the job is restored and running
-            if e.kind == "state" and e.state not in ("COMPILING", "SCHEDULING", "RECOVERING"):
-                started.set()
-
         def target() -> None:
             try:
-                self._run(pipeline, job=name, first=first, last=last, until_caught_up=until_caught_up,
-                          reset_state=reset_state, on_event=on_event, stop=stop)
-            except BaseException as err:  # recorded in the catalog as FAILED
+                body(sched, stop, started.set)
+            except BaseException as err:  # recorded in the catalog as FAILED by the scheduler
                 errors.append(err)
             finally:
                 started.set()
@@ -298,11 +219,9 @@ class EmbeddedClient(Client):
         self._continuous[name] = (t, stop, errors)
         t.start()
         started.wait()
-        if errors and not isinstance(errors[0], LockgateError):
-            raise errors[0]
         if errors:
             raise errors[0]
-        return self._job_info(self.catalog.get_job(name))
+        return self.get_job(name)
 
     def wait(self, job: str, timeout: float | None = None) -> JobInfo:
         """Wait for a run begun with :meth:`start_run` in this process to end."""
@@ -311,44 +230,14 @@ class EmbeddedClient(Client):
             entry[0].join(timeout)
             if not entry[0].is_alive():
                 del self._continuous[job]
-        return self._job_info(self.catalog.get_job(job))
-
-    # -- continuous ------------------------------------------------------------------
-    def start(self, pipeline: str, *, job: str | None = None, reset_state: bool = False) -> JobInfo:
-        plan = self._compiled(pipeline)
-        name = job or plan.name
-        if name in self._continuous and self._continuous[name][0].is_alive():
-            raise JobStateError(f"job '{name}' is already running in this process; stop it first")
-        sched = self._scheduler(plan, name, None)
-        sched.prepare(reset_state=reset_state or self._pending_reset(name), pipeline_ref=pipeline)
-        stop = threading.Event()
-        errors: list[BaseException] = []
-
-        def loop() -> None:
-            try:
-                sched._to(JobState.RUNNING, "continuous run started")
-                while not stop.is_set():
-                    first, last = self._range(plan, sched, None, None, True)
-                    if last >= first:
-                        sched.run_windows(first, last, stop, finish=False)
-                    else:
-                        stop.wait(min(1.0, plan.graph.cycle_window_us / 1e6))
-                sched._to(JobState.STOPPING, "stop requested: drained at a window boundary")
-                sched._to(JobState.STOPPED, f"stopped after window {sched.last_window}")
-            except BaseException as err:  # recorded as FAILED by the scheduler
-                errors.append(err)
-
-        t = threading.Thread(target=loop, name=f"lockgate-{name}", daemon=True)
-        self._continuous[name] = (t, stop, errors)
-        t.start()
-        return self._job_info(self.catalog.get_job(name))
+        return self.get_job(job)
 
     def stop(self, job: str, *, drain: bool = True, timeout: float | None = None) -> JobInfo:
         entry = self._continuous.get(job)
         if entry is None:
             rec = self.catalog.get_job(job)
             if is_terminal(rec.state):
-                return self._job_info(rec)
+                return self.jobs.job_info(rec)
             raise JobStateError(
                 f"job '{job}' is {rec.state.value} but not running in this process; an embedded client can "
                 "only stop jobs it started (use a controller, grpc://..., to stop jobs across processes)"
@@ -361,71 +250,23 @@ class EmbeddedClient(Client):
         del self._continuous[job]
         if errors and drain:
             raise errors[0]
-        return self._job_info(self.catalog.get_job(job))
+        return self.get_job(job)
 
     # -- inspection ------------------------------------------------------------------
     def get_job(self, job: str) -> JobInfo:
-        return self._job_info(self.catalog.get_job(job))
+        return self.jobs.get_job(job)
 
     def list_jobs(self) -> list[JobInfo]:
-        return [self._job_info(r) for r in self.catalog.list_jobs()]
-
-    def _checkpoint_info(self, cp: CheckpointRecord, graphs: dict[str, PipelineGraph]) -> CheckpointInfo:
-        if cp.plan_version not in graphs:
-            graphs[cp.plan_version] = PipelineGraph.from_json(self.catalog.get_plan(cp.plan_version).plan_json)
-        g = graphs[cp.plan_version]
-        start_us = g.origin_us + cp.window * g.cycle_window_us
-        epoch = datetime(1970, 1, 1, tzinfo=UTC)
-        return CheckpointInfo(
-            job=cp.job,
-            window=cp.window,
-            window_start=epoch + timedelta(microseconds=start_us),
-            window_end=epoch + timedelta(microseconds=start_us + g.cycle_window_us),
-            plan_version=cp.plan_version,
-            rows_in=cp.rows_in,
-            rows_out=cp.rows_out,
-            status=cp.status.value if hasattr(cp.status, "value") else str(cp.status),
-            created=cp.created,
-            snapshot_uri=cp.snapshot_uri,
-        )
+        return self.jobs.list_jobs()
 
     def list_checkpoints(self, job: str) -> list[CheckpointInfo]:
-        self.catalog.get_job(job)
-        graphs: dict[str, PipelineGraph] = {}
-        return [self._checkpoint_info(cp, graphs) for cp in self.catalog.list_checkpoints(job)]
+        return self.jobs.list_checkpoints(job)
 
     def restore(self, job: str, window: int, *, reset_state: bool = False) -> JobInfo:
-        rec = self.catalog.get_job(job)
+        self.catalog.get_job(job)
         if job in self._continuous:
             raise JobStateError(f"job '{job}' is running; stop it before restoring it to window {window}")
-        plan = self._compiled(rec.pipeline_ref)
-        self.catalog.get_checkpoint(job, window)  # clear error when there is none, before fencing anyone
-        generation = self.catalog.acquire(job)
-
-        def to(state: JobState, reason: str) -> None:
-            self.catalog.transition(job, state, reason, expected_generation=generation)
-
-        if is_terminal(rec.state) or rec.state == JobState.CREATED:
-            to(JobState.COMPILING, f"restore to window {window} requested")
-            to(JobState.SCHEDULING, f"rolling back to window {window}")
-        elif rec.state != JobState.RECOVERING:
-            to(JobState.RECOVERING, f"restore to window {window} requested while {rec.state.value}")
-        rolled = self.catalog.rollback_to(job, window, generation)
-        sinks = sinks_of(plan)
-        for cyc in self.catalog.abort_open_cycles(job, staged_after=window, reason=f"restore to window {window}"):
-            for name, staged in (cyc.manifest.get("staged") or {}).items():
-                sink = (cyc.manifest.get("sinks") or {}).get(name) or sinks.get(name)
-                if sink:
-                    committer_for(sink, self.home).discard(staged)
-        for name, sink in sinks.items():
-            committer_for(sink, self.home).retract_after(job, name, window)
-        if reset_state:
-            self.catalog.ensure_job(job, rec.pipeline_ref, {**(rec.options or {}), "reset_state_at": window})
-        to(JobState.STOPPING, "rolled back")
-        what = f"windows {rolled[0]}..{rolled[-1]} rolled back" if rolled else "nothing after it to roll back"
-        state_note = "; keyed state will be reset" if reset_state else ""
-        to(JobState.STOPPED, f"restored to window {window} on request ({what}{state_note}); next run resumes at {window + 1}")
-        return self._job_info(self.catalog.get_job(job))
+        return self.jobs.restore(job, window, reset_state)
 
     def watch(self, job: str, *, timeout: float | None = None) -> Iterator[JobEvent]:
         deadline = None if timeout is None else time.monotonic() + timeout

@@ -32,17 +32,20 @@ from ..checkpoint.catalog import Catalog, CheckpointRecord
 from ..checkpoint.snapshots import SnapshotStore
 from ..errors import JobNotFoundError, StateLayoutError, WindowGapError
 from ..logs import get_logger, log_event
-from ..plan.compile import CompiledPlan
-from ..runtime.commit import committer_for
+from ..plan.logical import PipelineGraph
+from ..runtime.availability import slices_by_arrival
+from ..runtime.committers import committer_for
 from ..runtime.results import CycleResult, RestorePoint, late_sink_config
 from . import faults
 from .states import JobState, is_terminal
+from .transitions import JobTransitions
 
 log = get_logger("scheduler")
 
 
-class Worker(Protocol):
-    """What runs a round: the embedded CycleRunner, or a remote worker process."""
+class CycleExecutor(Protocol):
+    """What runs the worker's half of a round: a CycleRunner in this process (embedded),
+    or a worker process behind gRPC (a controller's run)."""
 
     def run_cycle(self, window: int, attempt: int, restore: RestorePoint | None) -> CycleResult: ...
 
@@ -65,6 +68,8 @@ class CycleEvent:
 
 @dataclass
 class RunSummary:
+    """What a run of a range of windows did."""
+
     job: str
     first_window: int | None
     last_window: int | None
@@ -77,14 +82,12 @@ class RunSummary:
     state: str = ""
 
 
-def sinks_of(plan: CompiledPlan) -> dict[str, dict[str, Any]]:
+def sinks_of(graph: PipelineGraph) -> dict[str, dict[str, Any]]:
     """Every sink of the plan by name, including per-source late-record side sinks."""
-    out = {v.id: v.config["sink"] for v in plan.graph.sinks()}
-    late = plan.graph.watermark["late"]
+    out = {v.id: v.config["sink"] for v in graph.sinks()}
+    late = graph.watermark["late"]
     if not isinstance(late, str):
-        from ..runtime.sources import slices_by_arrival
-
-        for v in plan.graph.sources():
+        for v in graph.sources():
             if slices_by_arrival(v.config["source"]):
                 out[f"late.{v.id}"] = late_sink_config(late["sink"], v.id)
     return out
@@ -112,33 +115,47 @@ def check_state_layout(old: dict[str, Any], new: dict[str, Any], job: str, windo
 
 
 class CycleScheduler:
-    """Drives one job: recovery at start, then rounds window after window."""
+    """Drives one job: recovery at start, then rounds window after window.
+
+    Its public moves (:meth:`prepare`, :meth:`run_windows`, :meth:`finish_empty`,
+    :meth:`enter_running`, :meth:`stop_drained`, :meth:`fail`) are the only way a run
+    changes its job's state; each goes through :class:`~lockgate.control.transitions.JobTransitions`
+    under this runner's generation.
+    """
 
     def __init__(
         self,
         catalog: Catalog,
         snapshots: SnapshotStore,
-        plan: CompiledPlan,
+        graph: PipelineGraph,
         job: str,
         home: str,
-        worker: Worker,
+        executor: CycleExecutor,
         keep_checkpoints: int = 10,
         on_event: Callable[[CycleEvent], None] | None = None,
     ):
         self.catalog = catalog
         self.snapshots = snapshots
-        self.plan = plan
+        self.graph = graph
         self.job = job
         self.home = home
-        self.worker = worker
+        self.executor = executor
         self.keep = max(1, keep_checkpoints)
         self.on_event = on_event or (lambda e: None)
-        self.generation: int | None = None
         self.restore: RestorePoint | None = None
         self.last_window: int | None = None
-        #: the last state this runner moved the job to
-        self.state: JobState | None = None
-        self.sinks = sinks_of(plan)
+        self.sinks = sinks_of(graph)
+        self.moves = JobTransitions(catalog, job, on_move=self._moved)
+
+    @property
+    def generation(self) -> int | None:
+        """The fencing token this runner holds (None before :meth:`prepare` took the job)."""
+        return self.moves.generation
+
+    @property
+    def state(self) -> JobState | None:
+        """The last state this runner moved the job to."""
+        return self.moves.state
 
     # -- events and states -----------------------------------------------------------
     def _emit(self, event: CycleEvent) -> None:
@@ -147,13 +164,32 @@ class CycleScheduler:
         except Exception:  # a watcher must never break a run
             log.exception("event handler failed")
 
-    def _to(self, state: JobState, reason: str) -> None:
-        if state == JobState.RUNNING and self.state == JobState.RUNNING:
-            return  # a continuous run enters RUNNING once, however many ranges it runs
-        self.catalog.transition(self.job, state, reason, expected_generation=self.generation)
-        self.state = state
-        log_event(log, "job_state", job=self.job, state=state.value, reason=reason)
+    def _moved(self, state: JobState, reason: str) -> None:
         self._emit(CycleEvent("state", self.job, state=state.value, message=reason))
+
+    def enter_running(self, reason: str) -> None:
+        """To RUNNING (once: a continuous run enters it once, however many ranges it runs)."""
+        if self.moves.state != JobState.RUNNING:
+            self.moves.move(JobState.RUNNING, reason)
+
+    def finish_empty(self) -> None:
+        """A run with no window to run: RUNNING, then FINISHED, unless the job rests already."""
+        if not is_terminal(self.moves.current()):
+            self.enter_running("nothing to run")
+            self.moves.move(JobState.FINISHED, f"no window to run: caught up at window {self.last_window}")
+
+    def stop_drained(self) -> None:
+        """A stop honoured at a window boundary: STOPPING, then STOPPED."""
+        self.moves.move(JobState.STOPPING, "stop requested: drained at a window boundary")
+        self.moves.move(JobState.STOPPED, f"stopped after window {self.last_window}")
+
+    def fail(self, err: BaseException) -> None:
+        """Record ``err`` as the job's failure (FAILED). Never raises: when the job cannot
+        be moved (fenced, the catalog down) the original error matters more."""
+        try:
+            self.moves.move(JobState.FAILED, f"{type(err).__name__}: {err}")
+        except Exception:
+            log.exception("could not record the failure of job %s", self.job)
 
     # -- recovery --------------------------------------------------------------------
     def prepare(self, reset_state: bool = False, pipeline_ref: str | None = None) -> None:
@@ -165,29 +201,28 @@ class CycleScheduler:
         they were. A failure after this runner took the job over leaves the job FAILED
         (never stuck in SCHEDULING), and the next run recovers from the catalog.
         """
-        plan = self.plan
+        graph = self.graph
         if not reset_state:
             self._check_restorable()
-        self.catalog.ensure_job(self.job, pipeline_ref or plan.name)
-        self.generation = self.catalog.acquire(self.job)
-        prior = self.catalog.get_job(self.job).state  # read after acquire: no runner moves it now
+        self.catalog.ensure_job(self.job, pipeline_ref or graph.name)
+        self.moves.generation = generation = self.catalog.acquire(self.job)
+        prior = self.moves.current()  # read after acquire: no runner moves it now
         if is_terminal(prior) or prior == JobState.CREATED:
-            self._to(JobState.COMPILING, f"run of plan {plan.version}")
+            self.moves.move(JobState.COMPILING, f"run of plan {graph.version}")
         elif prior == JobState.STOPPING:
-            self._to(JobState.STOPPED, "the previous runner stopped without finishing its stop")
-            self._to(JobState.COMPILING, f"run of plan {plan.version}")
+            self.moves.move(JobState.STOPPED, "the previous runner stopped without finishing its stop")
+            self.moves.move(JobState.COMPILING, f"run of plan {graph.version}")
         elif prior != JobState.COMPILING and prior != JobState.RECOVERING:
-            self._to(
-                JobState.RECOVERING,
-                f"the previous runner (generation {self.generation - 1}) ended while {prior.value}",
+            self.moves.move(
+                JobState.RECOVERING, f"the previous runner (generation {generation - 1}) ended while {prior.value}"
             )
         try:
-            self.catalog.save_plan(plan.version, plan.name, plan.graph.to_json(), plan.graph.state_layout())
-            self.catalog.set_job_plan(self.job, plan.version)
-            self._to(JobState.SCHEDULING, "restoring from the last complete window")
+            self.catalog.save_plan(graph.version, graph.name, graph.to_json(), graph.state_layout())
+            self.catalog.set_job_plan(self.job, graph.version)
+            self.moves.move(JobState.SCHEDULING, "restoring from the last complete window")
             self._recover(reset_state)
         except BaseException as err:
-            self._fail(err)
+            self.fail(err)
             raise
 
     def _recover(self, reset_state: bool) -> None:
@@ -237,9 +272,9 @@ class CycleScheduler:
     def _check_state(
         self, window: int, plan_version: str | None, snapshot_uri: str | None, manifest: dict[str, Any]
     ) -> None:
-        if plan_version and plan_version != self.plan.version:
+        if plan_version and plan_version != self.graph.version:
             old = self.catalog.get_plan(plan_version).state_layout
-            check_state_layout(old, self.plan.graph.state_layout(), self.job, window)
+            check_state_layout(old, self.graph.state_layout(), self.job, window)
         if snapshot_uri:
             self.snapshots.verify(snapshot_uri, manifest)
 
@@ -314,11 +349,11 @@ class CycleScheduler:
 
     def run_window(self, window: int) -> CycleResult:
         """One full round for ``window`` (which must be the next one)."""
-        cycle = self.catalog.begin_cycle(self.job, window, self.generation, self.plan.version)
+        cycle = self.catalog.begin_cycle(self.job, window, self.generation, self.graph.version)
         self._emit(CycleEvent("cycle_started", self.job, window=window))
         faults.maybe_crash("before_run", window)
         try:
-            result = self.worker.run_cycle(window, cycle.attempt, self.restore)
+            result = self.executor.run_cycle(window, cycle.attempt, self.restore)
         except BaseException as err:
             self.catalog.fail_cycle(cycle.id, f"{type(err).__name__}: {err}")
             self._emit(CycleEvent("cycle_failed", self.job, window=window, message=str(err)))
@@ -329,7 +364,7 @@ class CycleScheduler:
             cycle.id, self.generation, manifest, result.rows_in, result.rows_out, result.late_rows, result.timings
         )
         faults.maybe_crash("after_stage", window)
-        tail = self._commit(cycle.id, window, manifest, result.rows_in, result.rows_out, self.plan.version)
+        tail = self._commit(cycle.id, window, manifest, result.rows_in, result.rows_out, self.graph.version)
         result.timings.update(tail)
         self.restore = RestorePoint(window, result.snapshot_uri, result.snapshot_manifest)
         self._emit(
@@ -364,7 +399,7 @@ class CycleScheduler:
         try:
             # a gap is refused before any round; the job records why (never left SCHEDULING)
             self.check_gap(first)
-            self._to(JobState.RUNNING, f"windows {first}..{last}")
+            self.enter_running(f"windows {first}..{last}")
             todo = [w for w in range(first, last + 1) if self.last_window is None or w > self.last_window]
             self._emit(CycleEvent("run_planned", self.job, window=first, message=f"{len(todo)} windows to run"))
             for w in range(first, last + 1):
@@ -379,21 +414,14 @@ class CycleScheduler:
                 summary.rows_out += res.rows_out
                 summary.late_rows += res.late_rows
         except BaseException as err:  # KeyboardInterrupt too: the job must not stay RUNNING
-            self._fail(err)
+            self.fail(err)
             raise
         summary.elapsed_s = time.perf_counter() - t0
         if finish:
             if stop is not None and stop.is_set():
-                self._to(JobState.STOPPING, "stop requested: drained at a window boundary")
-                self._to(JobState.STOPPED, f"stopped after window {self.last_window}")
+                self.stop_drained()
                 summary.state = JobState.STOPPED.value
             else:
-                self._to(JobState.FINISHED, f"windows {first}..{last} complete")
+                self.moves.move(JobState.FINISHED, f"windows {first}..{last} complete")
                 summary.state = JobState.FINISHED.value
         return summary
-
-    def _fail(self, err: BaseException) -> None:
-        try:
-            self._to(JobState.FAILED, f"{type(err).__name__}: {err}")
-        except Exception:  # fenced, or the catalog is down: the original error matters more
-            log.exception("could not record the failure of job %s", self.job)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import os
 from typing import Any
+
+from ..defaults import default_home, default_spark_master
 
 
 def add_server_parser(sub: Any) -> argparse.ArgumentParser:
@@ -60,7 +61,6 @@ def add_server_parser(sub: Any) -> argparse.ArgumentParser:
 
 def run_server(args: argparse.Namespace) -> int:
     from .. import logs
-    from ..client.embedded import default_home
     from ..errors import LockgateError
     from .config import ServerConfig
     from .security import load_token
@@ -74,20 +74,20 @@ def run_server(args: argparse.Namespace) -> int:
             raise SystemExit(f"lockgate server: --spark-conf {kv!r}: use KEY=VALUE")
         conf[key] = value
     try:
-        config = _config(args, conf, default_home, load_token, ServerConfig)
+        config = _config(args, conf, load_token, ServerConfig)
     except ValueError as err:
         raise LockgateError(str(err)) from err
     return serve(config)
 
 
-def _config(args: argparse.Namespace, conf: dict[str, str], default_home: Any, load_token: Any, ServerConfig: Any) -> Any:
+def _config(args: argparse.Namespace, conf: dict[str, str], load_token: Any, ServerConfig: Any) -> Any:
     return ServerConfig(
         home=getattr(args, "home", None) or default_home(),
         host=args.host,
         port=args.port,
         catalog_url=getattr(args, "catalog", None),
         snapshots=getattr(args, "snapshots", None),
-        spark_master=getattr(args, "spark_master", None) or os.environ.get("LOCKGATE_SPARK_MASTER", "local[2]"),
+        spark_master=getattr(args, "spark_master", None) or default_spark_master(),
         spark_conf=conf,
         token=load_token(args.token_file),
         tls_cert=args.tls_cert,

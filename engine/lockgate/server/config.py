@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from ..defaults import DEFAULT_SPARK_MASTER
+
 
 @dataclass
 class ServerConfig:
@@ -15,7 +17,7 @@ class ServerConfig:
     port: int = 50051
     catalog_url: str | None = None
     snapshots: str | None = None
-    spark_master: str = "local[2]"
+    spark_master: str = DEFAULT_SPARK_MASTER
     spark_conf: dict[str, str] = field(default_factory=dict)
     token: str | None = None
     tls_cert: str | None = None

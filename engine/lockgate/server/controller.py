@@ -14,27 +14,26 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ..checkpoint.catalog import Catalog, CheckpointRecord, JobRecord
+from ..checkpoint.catalog import Catalog
 from ..checkpoint.snapshots import SnapshotStore
-from ..client.base import CheckpointInfo, CompileResult, JobEvent, JobInfo
-from ..control.scheduler import sinks_of
+from ..control.info import CheckpointInfo, CompileResult, JobEvent, JobInfo
+from ..control.jobs import JobOperations, compile_result, windows_for
 from ..control.states import JobState, is_terminal
+from ..control.transitions import JobTransitions
 from ..errors import (
     CheckpointNotFoundError,
     InvalidArgumentError,
     JobNotFoundError,
     JobStateError,
     LockgateError,
+    WindowGapError,
 )
 from ..logs import get_logger, log_event
-from ..plan.logical import PipelineGraph
-from ..runtime.commit import committer_for
 from .config import ServerConfig
 from .pool import WorkerPool
-from .runner import RUN_KEY, JobRunner, RemotePlan, RunSpec, compile_failure, plan_from, walk_to
+from .runner import JobRunner, RemotePlan, RunContext, RunSpec, compile_failure, plan_from
 
 log = get_logger("server.controller")
 
@@ -83,6 +82,7 @@ class Controller:
         os.makedirs(config.home, exist_ok=True)
         self.catalog = Catalog(config.catalog_url or "")
         self.snapshots = SnapshotStore(config.snapshots or os.path.join(config.home, "snapshots"))
+        self.jobs = JobOperations(self.catalog, config.home)
         self.hub = EventHub()
         self.lock = threading.RLock()
         self.runners: dict[str, JobRunner] = {}
@@ -112,6 +112,20 @@ class Controller:
             r.done.wait(15)
         self.catalog.close()
 
+    def _run_context(self) -> RunContext:
+        assert self.pool is not None, "start() the controller first"
+        return RunContext(
+            config=self.config,
+            catalog=self.catalog,
+            snapshots=self.snapshots,
+            jobs=self.jobs,
+            pool=self.pool,
+            publish=self.hub.publish,
+            register=self.register,
+            ended=self.runner_ended,
+            shutting_down=lambda: self.shutting_down,
+        )
+
     def _worker_lost(self, h: Any) -> None:
         if h.job:
             self.hub.publish(JobEvent("worker_lost", h.job, message=f"{h.describe()}: {h.lost_reason}", at=time.time()))
@@ -127,23 +141,19 @@ class Controller:
                     continue
             spec = RunSpec.from_options(rec.options)
             try:
-                gen = self.catalog.acquire(rec.name)  # fences whatever ran it before
+                moves = JobTransitions(self.catalog, rec.name, self.catalog.acquire(rec.name))  # fences its last runner
                 if rec.state == JobState.STOPPING or (spec is not None and spec.stop):
-                    walk_to(self.catalog, rec.name, JobState.STOPPED,
-                            "stopped: the controller restarted while the job was stopping", gen)
+                    moves.stop("stopped: the controller restarted while the job was stopping")
                     continue
                 if spec is None:
-                    walk_to(self.catalog, rec.name, JobState.FAILED,
-                            f"found {rec.state.value} at controller start with no run request to resume (it was run "
-                            "by another process); run it again to resume from its last complete window", gen)
+                    moves.fail(f"found {rec.state.value} at controller start with no run request to resume (it was "
+                               "run by another process); run it again to resume from its last complete window")
                     continue
-                if rec.state in (JobState.RUNNING, JobState.SCHEDULING):
-                    self.catalog.transition(rec.name, JobState.RECOVERING,
-                                            "the controller restarted: recovering from the last complete window", gen)
+                moves.recover("the controller restarted: recovering from the last complete window")
             except LockgateError:
                 log.exception("cannot resume job %s", rec.name)
                 continue
-            runner = JobRunner(self, rec.name, rec.pipeline_ref, spec, recovered=True)
+            runner = JobRunner(self._run_context(), rec.name, rec.pipeline_ref, spec, recovered=True)
             self.register(runner)
             runner.registered = True
             runner.start()
@@ -175,51 +185,20 @@ class Controller:
             return self.runners.get(job)
 
     # -- reading ---------------------------------------------------------------------------
-    def job_info(self, rec: JobRecord) -> JobInfo:
-        last = self.catalog.last_checkpoint(rec.name)
-        return JobInfo(
-            name=rec.name,
-            state=rec.state.value,
-            pipeline_ref=rec.pipeline_ref,
-            plan_version=rec.plan_version,
-            generation=rec.generation,
-            last_window=last.window if last else None,
-            last_error=rec.last_error,
-            updated=rec.updated,
-        )
+    def job_info(self, rec: Any) -> JobInfo:
+        return self.jobs.job_info(rec)
 
     def get_job(self, job: str) -> JobInfo:
-        return self.job_info(self.catalog.get_job(job))
+        return self.jobs.get_job(job)
 
     def list_jobs(self) -> list[JobInfo]:
-        return [self.job_info(r) for r in self.catalog.list_jobs()]
+        return self.jobs.list_jobs()
 
     def list_checkpoints(self, job: str) -> list[CheckpointInfo]:
-        self.catalog.get_job(job)
-        graphs: dict[str | None, PipelineGraph] = {}
-        return [self._checkpoint_info(cp, graphs) for cp in self.catalog.list_checkpoints(job)]
-
-    def _checkpoint_info(self, cp: CheckpointRecord, graphs: dict[str | None, PipelineGraph]) -> CheckpointInfo:
-        if cp.plan_version not in graphs:
-            graphs[cp.plan_version] = PipelineGraph.from_json(self.catalog.get_plan(cp.plan_version or "").plan_json)
-        g = graphs[cp.plan_version]
-        start_us = g.origin_us + cp.window * g.cycle_window_us
-        epoch = datetime(1970, 1, 1, tzinfo=UTC)
-        return CheckpointInfo(
-            job=cp.job,
-            window=cp.window,
-            window_start=epoch + timedelta(microseconds=start_us),
-            window_end=epoch + timedelta(microseconds=start_us + g.cycle_window_us),
-            plan_version=cp.plan_version,
-            rows_in=cp.rows_in,
-            rows_out=cp.rows_out,
-            status=cp.status.value,
-            created=cp.created,
-            snapshot_uri=cp.snapshot_uri,
-        )
+        return self.jobs.list_checkpoints(job)
 
     def read_sink(self, job: str, sink: str) -> Any:
-        from ..runtime.commit import read_collected
+        from ..runtime.committers import read_collected
 
         self.catalog.get_job(job)
         return read_collected(self.config.home, job, sink)
@@ -236,42 +215,17 @@ class Controller:
 
     def compile(self, pipeline: str) -> tuple[CompileResult, str]:
         plan = self._compile(pipeline)
-        g = plan.graph
-        result = CompileResult(
-            pipeline=g.name,
-            plan_version=plan.version,
-            operators=g.topological_order(),
-            stateful_operators=[v.id for v in g.vertices.values() if v.stateful],
-            sinks=list(sinks_of(plan)),  # type: ignore[arg-type]
-            cycle_window_s=g.cycle_window_us / 1e6,
-            explain=plan.explain,
-        )
-        return result, g.to_json()
+        return compile_result(plan.graph, plan.explain), plan.graph.to_json()
 
     def submit(self, pipeline: str, job: str | None) -> JobInfo:
-        plan = self._compile(pipeline)
-        name = job or plan.name
-        self.catalog.ensure_job(name, pipeline)
-        self.catalog.save_plan(plan.version, plan.name, plan.graph.to_json(), plan.graph.state_layout())
-        self.catalog.set_job_plan(name, plan.version)
-        return self.get_job(name)
+        return self.jobs.register(self._compile(pipeline).graph, pipeline, job)
 
     def windows_for(self, pipeline: str, start_us: int, end_us: int) -> tuple[int, int]:
         if end_us <= start_us:
             raise InvalidArgumentError("the end of the range must be after its start")
-        g = self._compile(pipeline).graph
-        return (start_us - g.origin_us) // g.cycle_window_us, (end_us - 1 - g.origin_us) // g.cycle_window_us
+        return windows_for(self._compile(pipeline).graph.clock, start_us, end_us)
 
     # -- running ---------------------------------------------------------------------------
-    def _effective_last(self, job: str) -> int | None:
-        """The last window complete once the recovery replays a staged commit."""
-        last = self.catalog.last_checkpoint(job)
-        w = last.window if last else None
-        for cyc in self.catalog.staged_cycles(job):
-            if w is None or cyc.window == w + 1:
-                w = cyc.window
-        return w
-
     def _check_request(self, job: str | None, spec: RunSpec) -> None:
         for name, v in (("first", spec.first), ("last", spec.last)):
             if v is not None and v < 0:
@@ -293,9 +247,7 @@ class Controller:
         except JobNotFoundError:
             return
         if spec.first is not None and not spec.reset_state:
-            from ..errors import WindowGapError
-
-            last = self._effective_last(job)
+            last = self.jobs.effective_last(job)
             if last is not None and spec.first > last + 1:
                 raise WindowGapError(job, last + 1, spec.first - 1, spec.first,
                                      hint=f"e.g. --from-window {last + 1}, or set depends_on_past in Airflow")
@@ -307,7 +259,7 @@ class Controller:
             raise InvalidArgumentError("the pipeline reference is empty: give path/to/file.py:attr or module:attr")
         job = job or None
         self._check_request(job, spec)
-        runner = JobRunner(self, job, pipeline, spec)
+        runner = JobRunner(self._run_context(), job, pipeline, spec)
         if listener is not None:
             runner.listeners.append(listener)
         if job is not None:
@@ -325,8 +277,8 @@ class Controller:
             rec = self.catalog.get_job(job)
             if is_terminal(rec.state) or rec.state == JobState.CREATED:
                 return self.job_info(rec)
-            gen = self.catalog.acquire(job)
-            walk_to(self.catalog, job, JobState.STOPPED, "stopped on request (no run of it was under way here)", gen)
+            moves = JobTransitions(self.catalog, job, self.catalog.acquire(job))
+            moves.stop("stopped on request (no run of it was under way here)")
             return self.get_job(job)
         runner.spec.stop = True
         try:
@@ -338,7 +290,7 @@ class Controller:
         return self.get_job(job)
 
     def restore(self, job: str, window: int, reset_state: bool) -> JobInfo:
-        rec = self.catalog.get_job(job)
+        self.catalog.get_job(job)
         with self.lock:
             if job in self.runners:
                 raise JobStateError(f"job '{job}' is running; stop it before restoring it to window {window}")
@@ -351,47 +303,10 @@ class Controller:
             except CheckpointNotFoundError as err:
                 # the job exists, the window has no checkpoint: a precondition of the restore fails
                 raise JobStateError(str(err)) from err
-            return self._restore(rec, window, reset_state)
+            return self.jobs.restore(job, window, reset_state)
         finally:
             with self.lock:
                 self._restoring.discard(job)
-
-    def _restore(self, rec: JobRecord, window: int, reset_state: bool) -> JobInfo:
-        job = rec.name
-        sinks: dict[str, Any] = {}
-        if rec.plan_version:
-            graph = PipelineGraph.from_json(self.catalog.get_plan(rec.plan_version).plan_json)
-            sinks = sinks_of(RemotePlan(graph))  # type: ignore[arg-type]
-        generation = self.catalog.acquire(job)
-
-        def to(state: JobState, reason: str) -> None:
-            self.catalog.transition(job, state, reason, expected_generation=generation)
-
-        if is_terminal(rec.state) or rec.state == JobState.CREATED:
-            to(JobState.COMPILING, f"restore to window {window} requested")
-            to(JobState.SCHEDULING, f"rolling back to window {window}")
-        elif rec.state == JobState.COMPILING:
-            to(JobState.SCHEDULING, f"rolling back to window {window}")
-        elif rec.state != JobState.RECOVERING:
-            to(JobState.RECOVERING, f"restore to window {window} requested while {rec.state.value}")
-        rolled = self.catalog.rollback_to(job, window, generation)
-        home = self.config.home
-        for cyc in self.catalog.abort_open_cycles(job, staged_after=window, reason=f"restore to window {window}"):
-            for name, staged in (cyc.manifest.get("staged") or {}).items():
-                sink = (cyc.manifest.get("sinks") or {}).get(name) or sinks.get(name)
-                if sink:
-                    committer_for(sink, home).discard(staged)
-        for name, sink in sinks.items():
-            committer_for(sink, home).retract_after(job, name, window)
-        options = {k: v for k, v in (rec.options or {}).items() if k != RUN_KEY}
-        if reset_state:
-            options["reset_state_at"] = window
-        self.catalog.ensure_job(job, rec.pipeline_ref, options)
-        to(JobState.STOPPING, "rolled back")
-        what = f"windows {rolled[0]}..{rolled[-1]} rolled back" if rolled else "nothing after it to roll back"
-        note = "; keyed state will be reset" if reset_state else ""
-        to(JobState.STOPPED, f"restored to window {window} on request ({what}{note}); next run resumes at {window + 1}")
-        return self.get_job(job)
 
     # -- watching ----------------------------------------------------------------------------
     def watch(self, job: str, timeout: float | None, is_active: Callable[[], bool]) -> Iterator[JobEvent]:

@@ -1,10 +1,12 @@
 """One run of one job inside the controller: a worker, a CycleScheduler, restarts.
 
 :class:`JobRunner` drives a run (a range of windows, or a continuous job) the way the
-embedded client does, but its :class:`~lockgate.control.scheduler.CycleScheduler` talks
-to a worker process through :class:`RemoteWorker` (the scheduler's ``Worker`` protocol
-over gRPC). The controller's half of every round (stage, commit the sinks, checkpoint)
-stays in the controller; the worker only runs the round on Spark.
+embedded client does (both through :mod:`lockgate.control.jobs`), but its
+:class:`~lockgate.control.scheduler.CycleScheduler` talks to a worker process through
+:class:`RemoteCycleExecutor` (the scheduler's ``CycleExecutor`` protocol over gRPC), and it
+sees of the controller only its :class:`RunContext`. The controller's half of every round
+(stage, commit the sinks, checkpoint) stays in the controller; the worker only runs the
+round on Spark.
 
 When the worker is lost (it died, missed the heartbeat deadline, its stream closed) or
 a round fails for a reason that may pass, the job goes to RECOVERING and the runner
@@ -22,29 +24,32 @@ import json
 import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..checkpoint.catalog import Catalog
-from ..client.base import JobEvent, RunResult
+from ..checkpoint.snapshots import SnapshotStore
+from ..control.info import JobEvent, RunResult
+from ..control.jobs import RESET_KEY, RUN_REQUEST_KEY, JobOperations
 from ..control.scheduler import CycleEvent, CycleScheduler
-from ..control.states import JobState, is_terminal
-from ..errors import CompileError, FencedError, InvalidArgumentError, JobNotFoundError, LockgateError
+from ..control.states import JobState
+from ..control.transitions import JobTransitions
+from ..errors import CompileError, FencedError, LockgateError
 from ..logs import get_logger, log_event
 from ..plan.logical import PipelineGraph
 from ..runtime.results import CycleResult, RestorePoint
+from .config import ServerConfig
 from .errors import FATAL_CODES, CycleFailedError, WorkerLostError, WorkerStartError, rebuild
 from .generated import lockgate_worker_pb2 as wpb
 
 if TYPE_CHECKING:
-    from .controller import Controller
-    from .pool import WorkerHandle
+    from .pool import WorkerHandle, WorkerPool
 
 log = get_logger("server.runner")
 
-RUN_KEY = "lockgate_run"
-"""The job option holding the run request, so a restarted controller can resume it."""
+RUN_KEY = RUN_REQUEST_KEY
 
 
 @dataclass
@@ -124,26 +129,23 @@ def is_transient(err: BaseException) -> bool:
     return isinstance(err, Exception)
 
 
-def walk_to(catalog: Catalog, job: str, target: JobState, reason: str, generation: int | None = None) -> None:
-    """Move ``job`` to STOPPED or FAILED through the states the state machine allows."""
-    state = catalog.get_job(job).state
-    path: list[tuple[JobState, str]] = []
-    if target == JobState.STOPPED:
-        if is_terminal(state) or state == JobState.CREATED:
-            return
-        if state == JobState.COMPILING:
-            path.append((JobState.SCHEDULING, "stop requested before scheduling"))
-        if state != JobState.STOPPING:
-            path.append((JobState.STOPPING, reason))
-        path.append((JobState.STOPPED, reason))
-    elif target == JobState.FAILED:
-        if state == JobState.FAILED:
-            return
-        if is_terminal(state) or state == JobState.CREATED:
-            path.append((JobState.COMPILING, "run requested"))
-        path.append((JobState.FAILED, reason))
-    for s, why in path:
-        catalog.transition(job, s, why, expected_generation=generation)
+@dataclass
+class RunContext:
+    """What a :class:`JobRunner` may use of the controller that runs it, and no more."""
+
+    config: ServerConfig
+    catalog: Catalog
+    snapshots: SnapshotStore
+    jobs: JobOperations
+    pool: WorkerPool
+    #: hands an event to the job's watchers
+    publish: Callable[[JobEvent], None]
+    #: makes the runner the job's one runner on this controller (JobStateError when another is)
+    register: Callable[[JobRunner], None]
+    #: tells the controller the runner ended
+    ended: Callable[[JobRunner], None]
+    #: True once the controller is going away: runs end without writing, the next controller resumes them
+    shutting_down: Callable[[], bool]
 
 
 class ServerScheduler(CycleScheduler):
@@ -154,38 +156,37 @@ class ServerScheduler(CycleScheduler):
         super().__init__(*args, **kwargs)
         self.runner = runner
 
-    def _fail(self, err: BaseException) -> None:
+    def fail(self, err: BaseException) -> None:
         runner = self.runner
-        if runner.ctl.shutting_down:
+        if runner.ctx.shutting_down():
             return  # the job stays as it is; the next controller resumes it
         try:
             if isinstance(err, CycleFailedError) and err.cancelled and runner.stop_event.is_set():
-                self._to(JobState.STOPPING, "stop requested without drain: the running window was cancelled")
-                self._to(JobState.STOPPED, f"stopped after window {self.last_window}")
+                self.moves.move(JobState.STOPPING, "stop requested without drain: the running window was cancelled")
+                self.moves.move(JobState.STOPPED, f"stopped after window {self.last_window}")
                 return
             if isinstance(err, FencedError):
                 log.warning("job %s: this runner was fenced: %s", self.job, err)
                 return
             if is_transient(err):
-                state = self.catalog.get_job(self.job).state
-                if state in (JobState.RUNNING, JobState.SCHEDULING):
-                    self._to(JobState.RECOVERING, f"{type(err).__name__}: {err}")
+                self.moves.recover(f"{type(err).__name__}: {err}")
                 return
         except LockgateError:
             log.exception("job %s: could not record the failure", self.job)
             return
-        super()._fail(err)
+        super().fail(err)
 
 
-class RemoteWorker:
-    """The scheduler's Worker: ExecuteCycle to the worker process, CycleDone back."""
+class RemoteCycleExecutor:
+    """Runs the worker's half of a round in the job's worker process: ExecuteCycle to it,
+    CycleDone back."""
 
     def __init__(self, runner: JobRunner):
         self.runner = runner
 
     def run_cycle(self, window: int, attempt: int, restore: RestorePoint | None) -> CycleResult:
         runner = self.runner
-        pool = runner.ctl.pool
+        pool = runner.ctx.pool
         h = runner.worker
         if h is None:
             raise WorkerLostError(f"job '{runner.job}' has no worker")
@@ -217,8 +218,8 @@ class RemoteWorker:
 class JobRunner:
     """Runs one run request of one job until it ends (FINISHED, STOPPED or FAILED)."""
 
-    def __init__(self, ctl: Controller, job: str | None, pipeline_ref: str, spec: RunSpec, recovered: bool = False):
-        self.ctl = ctl
+    def __init__(self, ctx: RunContext, job: str | None, pipeline_ref: str, spec: RunSpec, recovered: bool = False):
+        self.ctx = ctx
         self.job = job
         self.ref = pipeline_ref
         self.spec = spec
@@ -236,7 +237,7 @@ class JobRunner:
         self.generation: int | None = None
         self.restarts = 0
         self.last_restart = 0.0
-        self.backoff = ctl.config.restart_backoff_s
+        self.backoff = ctx.config.restart_backoff_s
         self.listeners: list[queue.Queue[Any]] = []
         self.t0 = time.perf_counter()
         self.first: int | None = None
@@ -250,7 +251,7 @@ class JobRunner:
         for q in list(self.listeners):
             q.put(event)
         if self.job:
-            self.ctl.hub.publish(event)
+            self.ctx.publish(event)
 
     def _event(self, kind: str, **fields: Any) -> None:
         self.emit(JobEvent(kind, self.job or "", at=time.time(), **fields))
@@ -261,9 +262,9 @@ class JobRunner:
             self.counts["rows_in"] += e.rows_in
             self.counts["rows_out"] += e.rows_out
             self.counts["late_rows"] += e.late_rows
-            if self.restarts and time.monotonic() - self.last_restart > self.ctl.config.restart_reset_s:
+            if self.restarts and time.monotonic() - self.last_restart > self.ctx.config.restart_reset_s:
                 self.restarts = 0  # healthy for a while: the restart budget and the backoff start over
-                self.backoff = self.ctl.config.restart_backoff_s
+                self.backoff = self.ctx.config.restart_backoff_s
         self.emit(JobEvent(e.kind, e.job, window=e.window, state=e.state, rows_in=e.rows_in, rows_out=e.rows_out,
                            late_rows=e.late_rows, timings=dict(e.timings), message=e.message, at=e.at))
 
@@ -276,7 +277,7 @@ class JobRunner:
         self.stop_event.set()
         h = self.worker
         if not drain and h is not None:
-            self.ctl.pool.send(h, wpb.WorkerTask(cancel=wpb.Cancel(reason="stop without drain")))
+            self.ctx.pool.send(h, wpb.WorkerTask(cancel=wpb.Cancel(reason="stop without drain")))
 
     def _fail_start(self, err: BaseException) -> None:
         if self.error is None:
@@ -291,24 +292,24 @@ class JobRunner:
             self._fail_start(err)
             if self.claimed and self.job:
                 try:
-                    walk_to(self.ctl.catalog, self.job, JobState.FAILED, f"{type(err).__name__}: {err}")
+                    JobTransitions(self.ctx.catalog, self.job).fail(f"{type(err).__name__}: {err}")
                 except LockgateError:
                     log.exception("job %s: could not record the failure", self.job)
         finally:
             self._drop_worker("run ended")
-            self.ctl.runner_ended(self)
+            self.ctx.ended(self)
             self.started.set()
             self.done.set()
 
     def _drop_worker(self, reason: str) -> None:
         h, self.worker = self.worker, None
         if h is not None:
-            self.ctl.pool.give_back(h, reason)
+            self.ctx.pool.give_back(h, reason)
 
     def _loop(self) -> None:
-        cfg = self.ctl.config
+        cfg = self.ctx.config
         while True:
-            if self.ctl.shutting_down:
+            if self.ctx.shutting_down():
                 return
             if self.stop_event.is_set():
                 self._stop_now()
@@ -337,9 +338,9 @@ class JobRunner:
 
     def _handle_failure(self, err: BaseException) -> bool:
         """Record ``err``; True when the run should restart."""
-        cfg = self.ctl.config
+        cfg = self.ctx.config
         self.last_error = err
-        if self.ctl.shutting_down:
+        if self.ctx.shutting_down():
             self._drop_worker("controller shutting down")
             return False
         lost = self.worker
@@ -357,7 +358,7 @@ class JobRunner:
             if is_transient(err):
                 reason = f"gave up after {self.restarts} restarts; the last error: {reason}"
             try:
-                walk_to(self.ctl.catalog, self.job or "", JobState.FAILED, reason)
+                JobTransitions(self.ctx.catalog, self.job or "").fail(reason)
             except LockgateError:
                 log.exception("job %s: could not record the failure", self.job)
             self._fail_start(err)
@@ -367,9 +368,7 @@ class JobRunner:
         self.last_restart = time.monotonic()
         if self.claimed and self.job:
             try:
-                state = self.ctl.catalog.get_job(self.job).state
-                if state in (JobState.RUNNING, JobState.SCHEDULING):
-                    self.ctl.catalog.transition(self.job, JobState.RECOVERING, f"{type(err).__name__}: {err}")
+                JobTransitions(self.ctx.catalog, self.job).recover(f"{type(err).__name__}: {err}")
             except LockgateError:
                 log.exception("job %s: could not record RECOVERING", self.job)
         return True
@@ -377,39 +376,38 @@ class JobRunner:
     def _stop_now(self) -> None:
         """A stop requested while no round runs (during a restart's backoff, or before start)."""
         if self.claimed and self.job:
-            gen = self.ctl.catalog.acquire(self.job)
-            walk_to(self.ctl.catalog, self.job, JobState.STOPPED,
-                    f"stop requested while {'recovering' if self.restarts else 'starting'}; "
-                    "the job resumes from its last complete window", gen)
+            moves = JobTransitions(self.ctx.catalog, self.job, self.ctx.catalog.acquire(self.job))
+            moves.stop(f"stop requested while {'recovering' if self.restarts else 'starting'}; "
+                       "the job resumes from its last complete window")
 
     def _attempt(self) -> None:
-        ctl = self.ctl
-        cfg = ctl.config
+        ctx = self.ctx
+        cfg = ctx.config
         master = self.spec.spark_master or cfg.spark_master
-        self.worker = h = ctl.pool.take(master, self.job or self.ref, self.stop_event)
+        self.worker = h = ctx.pool.take(master, self.job or self.ref, self.stop_event)
         hello = h.hello
-        rid = ctl.pool.next_request_id()
+        rid = ctx.pool.next_request_id()
         assign = wpb.WorkerTask(assign=wpb.Assign(request_id=rid, job=self.job or "", pipeline=self.ref))
-        done = ctl.pool.call(h, rid, assign, timeout=cfg.compile_timeout_s)
+        done = ctx.pool.call(h, rid, assign, timeout=cfg.compile_timeout_s)
         if not done.ok:
             raise compile_failure(done)
         plan = plan_from(done.plan_json, done.plan_version, done.explain)
         if self.job is None:  # the pipeline's name
             self.job = plan.name
         if not self.registered:
-            ctl.register(self)
+            ctx.register(self)
             self.registered = True
         h.job = self.job
         self._event("worker_started", message=(
             f"{h.describe()} on {hello.spark_master} ({hello.address}, {hello.slots} slots, app {hello.spark_app_id}); "
             f"plan {plan.version}"))
         sched = ServerScheduler(
-            ctl.catalog, ctl.snapshots, plan, self.job, cfg.home, RemoteWorker(self), cfg.keep_checkpoints,
-            self._on_cycle_event, runner=self,
+            ctx.catalog, ctx.snapshots, plan.graph, self.job, cfg.home, RemoteCycleExecutor(self),
+            cfg.keep_checkpoints, self._on_cycle_event, runner=self,
         )
         # the first attempt of a request resets state when asked; later ones only while no
         # window completed since (reset_state_at), so a retry never drops the new state
-        reset = (self.spec.reset_state and not self.claimed) or self._pending_reset()
+        reset = (self.spec.reset_state and not self.claimed) or ctx.jobs.pending_reset(self.job)
         try:
             # refuses a state layout that does not fit, or a damaged snapshot, before writing
             sched.prepare(reset_state=reset, pipeline_ref=self.ref)
@@ -423,118 +421,38 @@ class JobRunner:
         if self.initial_last is None:
             self.initial_last = sched.last_window if sched.last_window is not None else -(2**62)
         if self.spec.mode == "continuous":
-            self._continuous(sched, plan)
+            ctx.jobs.run_continuous(sched, self.stop_event, on_started=self.started.set)
         else:
-            self._range(sched, plan)
+            spec = self.spec
+            ctx.jobs.run_range(sched, spec.first, spec.last, spec.until_caught_up, self.stop_event,
+                               on_range=self._planned, on_started=self.started.set)
+
+    def _planned(self, first: int, last: int) -> None:
+        """The run's range is known: kept with the job, so a restarted controller resumes the same range."""
+        if (self.spec.first, self.spec.last) != (first, last):
+            self.spec.first, self.spec.last = first, last
+            self.save_spec()
+        self.first, self.last = first, last
 
     def _claim(self) -> None:
         """Record the run request with the job (prepared), so a restarted controller resumes it."""
         if self.spec_saved:
             return
-        catalog = self.ctl.catalog
         job = self.job or ""
-        options = dict(catalog.get_job(job).options or {})
-        last = catalog.last_checkpoint(job)
+        update: dict[str, Any] = {RUN_KEY: self.spec.to_dict()}
+        last = self.ctx.catalog.last_checkpoint(job)
         if self.spec.reset_state and last is not None:
-            options["reset_state_at"] = last.window  # reset once: retries after progress keep the new state
-        options[RUN_KEY] = self.spec.to_dict()
-        catalog.ensure_job(job, self.ref, options)
+            update[RESET_KEY] = last.window  # reset once: retries after progress keep the new state
+        self.ctx.jobs.set_options(job, update)
         self.spec_saved = True
 
     def save_spec(self) -> None:
-        if not self.job:
-            return
-        rec = self.ctl.catalog.get_job(self.job)
-        self.ctl.catalog.ensure_job(self.job, rec.pipeline_ref, {**(rec.options or {}), RUN_KEY: self.spec.to_dict()})
-
-    def _pending_reset(self) -> bool:
-        """A reset asked for (by a restore, or by this run) and not yet done: no window completed since."""
-        catalog = self.ctl.catalog
-        try:
-            rec = catalog.get_job(self.job or "")
-        except JobNotFoundError:
-            return False
-        pending = (rec.options or {}).get("reset_state_at")
-        last = catalog.last_checkpoint(rec.name)
-        return pending is not None and last is not None and last.window == pending
-
-    def _clear_reset(self) -> None:
-        rec = self.ctl.catalog.get_job(self.job or "")
-        if "reset_state_at" in (rec.options or {}):
-            opts = {k: v for k, v in rec.options.items() if k != "reset_state_at"}
-            self.ctl.catalog.ensure_job(rec.name, rec.pipeline_ref, opts)
-
-    # -- ranges ----------------------------------------------------------------------------
-    def _first(self, sched: ServerScheduler, plan: RemotePlan) -> int:
-        from ..runtime.sources import available_from
-
-        if sched.last_window is not None:
-            return sched.last_window + 1
-        g = plan.graph
-        known = [s for s in (available_from(v.config["source"]) for v in g.sources()) if s is not None]
-        if not known:
-            raise InvalidArgumentError(
-                f"job '{self.job}' has no checkpoint yet and its sources cannot tell where data starts: "
-                "pass the first window (--from TIME or --from-window N)"
-            )
-        return (min(known) - g.origin_us) // g.cycle_window_us
-
-    @staticmethod
-    def caught_up(plan: RemotePlan) -> int:
-        """The last window the sources hold complete data for (as the embedded client computes it)."""
-        from ..runtime.sources import available_until
-
-        g = plan.graph
-        bounds = [available_until(v.config["source"]) for v in g.sources()]
-        now_us = int(datetime.now(UTC).timestamp() * 1e6)
-        bound = min(b if b is not None else now_us for b in bounds)
-        last = (bound - 1 - g.origin_us) // g.cycle_window_us
-        if not any(b is not None for b in bounds):
-            last -= 1  # unbounded sources: only windows that have fully passed
-        if g.origin_us + (last + 1) * g.cycle_window_us > now_us and all(b is None for b in bounds):
-            last -= 1
-        return last
-
-    def _range(self, sched: ServerScheduler, plan: RemotePlan) -> None:
-        spec = self.spec
-        first = spec.first if spec.first is not None else self._first(sched, plan)
-        if spec.last is not None:
-            last = spec.last
-        elif spec.until_caught_up:
-            last = self.caught_up(plan)
-        else:
-            raise InvalidArgumentError("give the last window (--to TIME / --to-window N) or --until-caught-up")
-        if (spec.first, spec.last) != (first, last):
-            spec.first, spec.last = first, last
-            self.save_spec()  # a restarted controller resumes the same range
-        self.first, self.last = first, last
-        if last < first:
-            sched._to(JobState.RUNNING, "nothing to run")
-            sched._to(JobState.FINISHED, f"no window to run: caught up at window {sched.last_window}")
-            self.started.set()
-            return
-        sched.check_gap(first)
-        self.started.set()
-        sched.run_windows(first, last, self.stop_event)
-        self._clear_reset()
-
-    def _continuous(self, sched: ServerScheduler, plan: RemotePlan) -> None:
-        sched._to(JobState.RUNNING, "continuous run started")
-        self.started.set()
-        wait = min(1.0, plan.graph.cycle_window_us / 1e6)
-        while not self.stop_event.is_set():
-            first = self._first(sched, plan)
-            last = self.caught_up(plan)
-            if last >= first:
-                sched.run_windows(first, last, self.stop_event, finish=False)
-            else:
-                self.stop_event.wait(wait)
-        sched._to(JobState.STOPPING, "stop requested: drained at a window boundary")
-        sched._to(JobState.STOPPED, f"stopped after window {sched.last_window}")
+        if self.job:
+            self.ctx.jobs.set_options(self.job, {RUN_KEY: self.spec.to_dict()})
 
     # -- results ---------------------------------------------------------------------------
     def run_result(self) -> RunResult:
-        state = self.ctl.catalog.get_job(self.job).state.value if self.job else "FAILED"
+        state = self.ctx.catalog.get_job(self.job).state.value if self.job else "FAILED"
         skipped = 0
         if self.first is not None and self.last is not None and self.initial_last is not None:
             skipped = max(0, min(self.last, self.initial_last) - self.first + 1)
@@ -552,5 +470,5 @@ class JobRunner:
         )
 
 
-__all__ = ["RUN_KEY", "JobRunner", "RemotePlan", "RemoteWorker", "RunSpec", "ServerScheduler", "is_transient",
-           "walk_to"]
+__all__ = ["RUN_KEY", "JobRunner", "RemoteCycleExecutor", "RemotePlan", "RunContext", "RunSpec", "ServerScheduler",
+           "is_transient"]

@@ -41,6 +41,7 @@ from typing import Any
 
 import grpc
 
+from ..defaults import DEFAULT_SPARK_MASTER
 from ..logs import configure, get_logger, log_event
 from . import security
 from .generated import lockgate_worker_pb2 as wpb
@@ -320,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m lockgate.server.worker", description=__doc__.splitlines()[0])
     p.add_argument("--controller", required=True, help="host:port of the controller")
     p.add_argument("--worker-id", required=True)
-    p.add_argument("--spark-master", default="local[2]")
+    p.add_argument("--spark-master", default=DEFAULT_SPARK_MASTER)
     p.add_argument("--home", required=True)
     p.add_argument("--snapshots", required=True)
     p.add_argument("--heartbeat-interval", type=float, default=2.0)
