@@ -36,6 +36,8 @@ from .api import (
     sum,
 )
 from .client.base import AsyncClient, CheckpointInfo, Client, CompileResult, JobEvent, JobInfo, RunResult
+from .clock import WindowClock
+from .control.states import TERMINAL_STATES, JobState, is_terminal
 from .errors import (
     CompileError,
     JobNotFoundError,
@@ -83,6 +85,9 @@ def connect_async(url: str = "embedded", **options: object) -> AsyncClient:
 
 
 __all__ = [
+    "TERMINAL_STATES",
+    "WindowClock",
+    "is_terminal",
     "Aggregate",
     "AsyncClient",
     "CheckpointInfo",
@@ -94,6 +99,7 @@ __all__ = [
     "FileSource",
     "JobEvent",
     "JobInfo",
+    "JobState",
     "JobNotFoundError",
     "LockgateError",
     "NexmarkSource",
