@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Callable
 
 from ..checkpoint.catalog import Catalog
+from ..errors import JobStateError
 from ..logs import get_logger, log_event
 from .states import TRANSITIONS, JobState, is_terminal
 
@@ -38,7 +39,7 @@ def path_between(old: JobState, new: JobState) -> list[JobState]:
                     out.append(prev[out[-1]])
                 return out[::-1]
             todo.append(nxt)
-    raise ValueError(f"no path from {old.value} to {new.value}")  # every state reaches every other
+    raise JobStateError(f"a job cannot get from {old.value} to {new.value}")  # only CREATED is never re-entered
 
 
 class JobTransitions:
