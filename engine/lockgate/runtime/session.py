@@ -3,7 +3,8 @@
 ``get_spark("local[2]")`` (in-process), ``get_spark("spark://host:port")`` (standalone) or
 ``get_spark("sc://host:port")`` (Spark Connect). The driver JVM is started with Lockgate's
 ``conf/log4j2.properties`` (root level ERROR, or ``LOCKGATE_SPARK_LOG_LEVEL``), so start-up
-prints nothing.
+prints nothing. A Spark Connect session starts no JVM here: it gets only the session settings a
+client may change, so it prints nothing either.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lockgate.errors import JavaNotFoundError
+from lockgate.errors import InvalidArgumentError, JavaNotFoundError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -37,6 +38,10 @@ _JAVA_FIX = "install OpenJDK 17 (apt-get install openjdk-17-jre-headless) or set
 # Lines the driver JVM prints to stderr outside log4j; dropped unless LOCKGATE_SPARK_LOG_LEVEL is set.
 _JVM_NOISE = re.compile(rb"^WARNING: Using incubator modules")
 _LOG_LEVELS = {"ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF"}
+
+# Lockgate's defaults that are static settings of a Spark Connect server: a client cannot set them
+# (Spark answers with a UserWarning on every run), so a Connect session never sends them.
+_SERVER_ONLY = frozenset({"spark.python.sql.dataFrameDebugging.enabled"})
 
 _session: SparkSession | None = None
 
@@ -127,7 +132,9 @@ def get_spark(
 ) -> SparkSession:
     """Return the active session, or start one on ``master`` (``local[...]``, ``spark://``, ``sc://``).
 
-    ``conf`` overrides the defaults (e.g. ``{"spark.sql.shuffle.partitions": "8"}``).
+    ``conf`` overrides the defaults (e.g. ``{"spark.sql.shuffle.partitions": "8"}``). On Spark
+    Connect (``sc://``) ``app_name`` is not sent (the server names the application) and ``conf``
+    may hold session settings only: see :func:`_connect_session`.
     """
     global _session
     from pyspark.sql import SparkSession
@@ -151,11 +158,8 @@ def get_spark(
         # of them. The call sites would name Lockgate's translator, not the user's pipeline.
         "spark.python.sql.dataFrameDebugging.enabled": "false",
     }
-    if master.startswith("sc://"):  # Spark Connect: only session confs; UDFs use the server's Python
-        builder = SparkSession.builder.remote(master).appName(app_name)
-        for k, v in {**runtime, **(conf or {})}.items():
-            builder = builder.config(k, v)
-        _session = builder.getOrCreate()
+    if master.startswith("sc://"):
+        _session = _connect_session(master, runtime, conf or {})
         return _session
     if not (master.startswith("local") or master.startswith("spark://")):
         raise ValueError(
@@ -190,6 +194,35 @@ def get_spark(
         builder = builder.config(k, v)
     _session = builder.getOrCreate()
     return _session
+
+
+def _connect_session(master: str, defaults: dict[str, str], conf: dict[str, str]) -> SparkSession:
+    """A Spark Connect session on ``master`` with ``defaults`` and ``conf`` set as session settings.
+
+    The session is created with no builder options: PySpark would send them all in one silent
+    request, and the server answers a static setting there with a UserWarning on every run. Each
+    setting is set on its own instead. Lockgate's server-only defaults are left to the server
+    (start it with ``--conf spark.python.sql.dataFrameDebugging.enabled=false`` to skip the
+    call-site capture). A setting of ``conf`` the server refuses (a static or core Spark setting)
+    raises :class:`InvalidArgumentError` saying to pass it to the server: it would not take effect.
+    Python UDFs (``map_batches``) run with the server's Python.
+    """
+    from pyspark.errors import AnalysisException
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.builder.remote(master).getOrCreate()
+    settings = {k: v for k, v in defaults.items() if k not in _SERVER_ONLY}
+    for key, value in {**settings, **conf}.items():
+        try:
+            session.conf.set(key, value)
+        except AnalysisException as err:
+            if err.getCondition() not in ("CANNOT_MODIFY_STATIC_CONFIG", "CANNOT_MODIFY_CONFIG"):
+                raise
+            raise InvalidArgumentError(
+                f"{key} cannot be set from a Spark Connect client ({master}): it is a setting of the "
+                f"server. Start the Spark Connect server with --conf {key}={value} instead."
+            ) from None
+    return session
 
 
 def stop_spark() -> None:
