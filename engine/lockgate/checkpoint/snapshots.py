@@ -7,13 +7,12 @@ when it is small, which saves a distributed write and its commit protocol per cy
 empty state is recorded in the manifest with no file at all. The store names those folders,
 records a manifest of their files when the checkpoint is taken, and verifies a snapshot
 against its manifest before it is restored, so a deleted or damaged file is a clear
-error rather than silently lost state. ``root`` is a plain path (the local file system)
-or any URI pyarrow.fs understands (``file://``, ``s3://``, ``gs://``, ``hdfs://``...).
+error rather than silently lost state. ``root`` is any location :mod:`lockgate.filesystems`
+resolves: a local path, ``file://``, ``s3a://`` or ``s3://``, ``gs://``, ``hdfs://``...
 """
 
 from __future__ import annotations
 
-import contextlib
 import re
 from pathlib import Path
 from typing import Any
@@ -23,24 +22,13 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from ..errors import InvalidArgumentError, SnapshotError
+from ..filesystems import delete_path, is_hidden, list_data_files, location_uri, resolve
 
 _SNAPSHOT_DIR = re.compile(r"^w=(\d+)-a(\d+)$")
 
 
-def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
-    """The file system and the path inside it for a URI or a plain local path."""
-    if "://" in uri:
-        return pafs.FileSystem.from_uri(uri)
-    return pafs.LocalFileSystem(), Path(uri).absolute().as_posix()
-
-
-def _hidden(name: str) -> bool:
-    """Spark's and Hadoop's side files (_SUCCESS, _temporary/, .crc) are not snapshot data."""
-    return name.startswith(("_", "."))
-
-
 def _check_name(kind: str, name: str) -> str:
-    if not name or "/" in name or "\\" in name or _hidden(name):
+    if not name or "/" in name or "\\" in name or is_hidden(name):
         raise InvalidArgumentError(
             f"{kind} name {name!r} cannot name a snapshot folder: it must be non-empty, contain no "
             "slash and not start with '_' or '.'"
@@ -64,15 +52,11 @@ def parse_snapshot_uri(snapshot_uri: str) -> tuple[str, int, int] | None:
 
 
 class SnapshotStore:
-    """Keyed state snapshots under ``root`` (a local path or a pyarrow.fs URI)."""
+    """Keyed state snapshots under ``root`` (a local path or a file system URI)."""
 
     def __init__(self, root: str | Path):
-        text = str(root)
-        if "://" not in text:
-            text = Path(text).absolute().as_posix()  # Spark resolves relative paths elsewhere
-        stripped = text.rstrip("/")
-        # Keep the slash of a bare file system root ("/", "file:///"); drop any other trailing one.
-        self.root = stripped if stripped and not stripped.endswith(":") else text
+        # absolute, so that Spark (which resolves relative paths elsewhere) writes here too
+        self.root = location_uri(root)
 
     def _job_uri(self, job: str) -> str:
         separator = "" if self.root.endswith("/") else "/"
@@ -97,20 +81,20 @@ class SnapshotStore:
         '_' or '.' are skipped. Raises SnapshotError when the snapshot folder is missing or
         a file has no readable Parquet footer.
         """
-        fs, base = _filesystem(snapshot_uri)
+        fs, base = resolve(snapshot_uri)
         if fs.get_file_info(base).type != pafs.FileType.Directory:
             raise SnapshotError(f"state snapshot {snapshot_uri} does not exist or is not a folder")
         result: dict[str, Any] = {}
         operators = sorted(fs.get_file_info(pafs.FileSelector(base)), key=lambda i: i.path)
         for op in operators:
-            if op.type != pafs.FileType.Directory or _hidden(op.base_name):
+            if op.type != pafs.FileType.Directory or is_hidden(op.base_name):
                 continue
             result[op.base_name] = self._operator_entry(fs, op.path, snapshot_uri, op.base_name)
         return result
 
     def operator_manifest(self, snapshot_uri: str, operator: str) -> dict[str, Any]:
         """The manifest entry (``{"files", "rows"}``) of one operator folder written by Spark."""
-        fs, path = _filesystem(self.operator_uri(snapshot_uri, operator))
+        fs, path = resolve(self.operator_uri(snapshot_uri, operator))
         if fs.get_file_info(path).type != pafs.FileType.Directory:
             raise SnapshotError(f"state snapshot {snapshot_uri}: operator folder '{operator}' was not written")
         return self._operator_entry(fs, path, snapshot_uri, operator)
@@ -118,11 +102,8 @@ class SnapshotStore:
     @staticmethod
     def _operator_entry(fs: pafs.FileSystem, path: str, snapshot_uri: str, operator: str) -> dict[str, Any]:
         files, rows = [], 0
-        infos = fs.get_file_info(pafs.FileSelector(path, recursive=True))
-        for info in sorted(infos, key=lambda i: i.path):
+        for info in list_data_files(fs, path):
             relative = info.path[len(path) :].lstrip("/")
-            if info.type != pafs.FileType.File or any(_hidden(p) for p in relative.split("/")):
-                continue
             try:
                 rows += _footer_rows(fs, info.path)
             except Exception as exc:
@@ -139,7 +120,7 @@ class SnapshotStore:
         (restored as no state, which every stateful operator treats as empty)."""
         if table.num_rows == 0:
             return {"files": [], "rows": 0}
-        fs, path = _filesystem(self.operator_uri(snapshot_uri, operator))
+        fs, path = resolve(self.operator_uri(snapshot_uri, operator))
         fs.create_dir(path, recursive=True)
         name = "part-00000-driver.parquet"
         with fs.open_output_stream(f"{path}/{name}") as out:
@@ -152,7 +133,7 @@ class SnapshotStore:
         Raises SnapshotError naming the job, window, operator and each missing or changed
         file, and the fix. Files not in the manifest are ignored.
         """
-        fs, base = _filesystem(snapshot_uri)
+        fs, base = resolve(snapshot_uri)
         problems: list[str] = []
         for operator, entry in manifest.items():
             rows, damaged = 0, False
@@ -198,17 +179,12 @@ class SnapshotStore:
 
     def delete(self, snapshot_uri: str) -> None:
         """Delete a snapshot folder; a missing one is fine."""
-        fs, path = _filesystem(snapshot_uri)
-        info = fs.get_file_info(path)
-        with contextlib.suppress(FileNotFoundError):  # deleted concurrently
-            if info.type == pafs.FileType.Directory:
-                fs.delete_dir(path)
-            elif info.type == pafs.FileType.File:
-                fs.delete_file(path)
+        fs, path = resolve(snapshot_uri)
+        delete_path(fs, path)
 
     def list_snapshots(self, job: str) -> list[str]:
         """The job's snapshot URIs, by window then attempt."""
-        fs, path = _filesystem(self._job_uri(job))
+        fs, path = resolve(self._job_uri(job))
         if fs.get_file_info(path).type != pafs.FileType.Directory:
             return []
         found: list[tuple[int, int]] = []

@@ -3,7 +3,7 @@
 During a cycle round for window ``W`` (attempt ``A``) the worker writes each sink's
 DataFrame once, to a staging folder private to that attempt, and reports the returned
 *staged descriptor* in CycleDone; the controller later commits it
-(:mod:`lockgate.runtime.commit`, no Spark there). :func:`stage_sink` writes with Spark;
+(:mod:`lockgate.runtime.committers`, no Spark there). :func:`stage_sink` writes with Spark;
 :func:`stage_table` writes a round's small output, collected on the driver, as one
 Parquet file in the same layout.
 
@@ -57,21 +57,12 @@ from pyspark.sql.types import (
 from lockgate.api.sources import FILE_FORMATS
 from lockgate.errors import CompileError
 
-from .commit import delete_path, join, location_uri, resolve, staging_dir_name
+from ..filesystems import delete_path, join, resolve
+from .staging import staging_uri
 
 #: Parquet written for pyarrow and ADBC: microsecond timestamps, instants marked UTC
 #: (Spark's INT96 default would read back as naive nanoseconds).
 PARQUET_OPTIONS = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
-
-
-def staging_uri(
-    sink: dict[str, Any], *, job: str, sink_name: str, window: int, attempt: int, home: str
-) -> str:
-    """Where window ``window``, attempt ``attempt`` of the sink is staged."""
-    leaf = staging_dir_name(window, attempt)
-    if sink["kind"] == "file":
-        return join(location_uri(sink["path"]), "_staging", job, leaf)
-    return join(location_uri(home), "staging", job, sink_name, leaf)
 
 
 def _spark_path(uri: str) -> str:

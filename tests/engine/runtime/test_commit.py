@@ -22,14 +22,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from lockgate.errors import SinkCommitError, SinkNotFoundError
-from lockgate.runtime.commit import (
+from lockgate.runtime.committers import (
     CollectCommitter,
     FileCommitter,
     PostgresCommitter,
     committer_for,
     read_collected,
-    staging_dir_name,
 )
+from lockgate.runtime.staging import staging_dir_name
 
 JOB = "orders"
 T0 = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
@@ -367,7 +367,7 @@ def test_postgres_kill_9_mid_commit_then_replay(pg_url, lockgate_home, job, tbl)
     script = textwrap.dedent(
         """
         import json, os, signal, sys
-        from lockgate.runtime.commit import committer_for
+        from lockgate.runtime.committers import committer_for
         sink, home, job, staged = json.loads(sys.argv[1])
         c = committer_for(sink, home)
         c._before_commit = lambda conn: os.kill(os.getpid(), signal.SIGKILL)

@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 
 from lockgate.api.sinks import CollectSink, FileSink, PostgresSink
 from lockgate.errors import CompileError
-from lockgate.runtime.commit import committer_for, read_collected
+from lockgate.runtime.committers import committer_for, read_collected
 from lockgate.runtime.sinks import driver_stageable, stage_sink, stage_table
 
 JOB = "bids"

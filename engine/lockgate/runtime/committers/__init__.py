@@ -1,0 +1,50 @@
+"""Phase two of the sink protocol: commit staged output, exactly once per window.
+
+One committer per sink kind, all without Spark (the controller runs them):
+
+- **file** (:mod:`.files`): the staged folder is renamed to ``<path>/lg_window=<W>/``;
+- **collect** (:mod:`.collect`): the same under ``<home>/collect/<job>/<name>/``;
+  :func:`read_collected` reads the committed windows back;
+- **postgres** (:mod:`.postgres`): the rows and a commit marker in one transaction.
+
+:func:`committer_for` picks the committer of a sink from its ``to_config()`` dict.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lockgate.errors import SinkCommitError
+
+from .base import SinkCommitter
+from .collect import CollectCommitter, collect_root, read_collected
+from .files import FileCommitter, FolderCommitter
+from .postgres import MARKER_TABLE, PostgresCommitter
+
+_COMMITTERS: dict[str, type[SinkCommitter]] = {
+    "file": FileCommitter,
+    "collect": CollectCommitter,
+    "postgres": PostgresCommitter,
+}
+
+
+def committer_for(sink: dict[str, Any], home: str) -> SinkCommitter:
+    """The committer of a sink given its ``to_config()`` dict; ``home`` is LOCKGATE_HOME."""
+    kind = sink.get("kind") if isinstance(sink, dict) else None
+    cls = _COMMITTERS.get(kind or "")
+    if cls is None:
+        raise SinkCommitError(f"no committer for sink kind {kind!r}; expected one of {sorted(_COMMITTERS)}")
+    return cls(sink, home)
+
+
+__all__ = [
+    "MARKER_TABLE",
+    "CollectCommitter",
+    "FileCommitter",
+    "FolderCommitter",
+    "PostgresCommitter",
+    "SinkCommitter",
+    "collect_root",
+    "committer_for",
+    "read_collected",
+]

@@ -1,0 +1,258 @@
+"""PostgreSQL sinks: a window's rows and its commit marker in one transaction.
+
+One transaction inserts the commit marker ``lockgate_sink_commits(job, sink, window)``
+(``ON CONFLICT DO NOTHING``: a marker already there means the window was committed) and
+bulk-inserts the staged rows with the window id in the sink's window column; a crash
+before ``COMMIT`` leaves nothing. The PostgreSQL I/O itself is
+:mod:`lockgate.runtime.postgres`. No Spark import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+
+from lockgate.errors import SinkCommitError
+
+from ...filesystems import is_dir, resolve
+from .. import postgres as pg
+from .base import SinkCommitter, check_staged, drop_staged_after, staged_gone
+
+#: one row per committed ``(job, sink, window)``; the sink id is ``<sink>@<table>``
+MARKER_TABLE = "lockgate_sink_commits"
+
+
+class PostgresCommitter(SinkCommitter):
+    """PostgreSQL sink: the window's rows and its commit marker in one transaction."""
+
+    kind = "postgres"
+
+    #: test hook, called with the connection after the rows are ingested and before
+    #: ``COMMIT`` (simulates a crash at the worst moment).
+    _before_commit: Callable[[Any], None] | None = None
+
+    def __init__(self, sink: dict[str, Any], home: str):
+        super().__init__(sink, home)
+        self.url = pg.normalize_url(sink["url"])
+        self.table = sink["table"]
+        self.window_column = sink.get("window_column") or "lg_window"
+
+    # -- helpers -----------------------------------------------------------------
+    def _where(self) -> str:
+        return f"PostgreSQL table {self.table!r} at {pg.safe_url(self.url)}"
+
+    def _marker_sink(self, sink_name: str) -> str:
+        """The marker's sink id: the sink and its target table, so two jobs of the same name
+        (another home or catalog) writing other tables never share a marker."""
+        return f"{sink_name}@{self.table}"
+
+    def _ensure_marker_table(self, conn: Any) -> None:
+        cur = conn.cursor(adbc_stmt_kwargs=pg.NO_COPY)
+        if pg.table_exists(cur, MARKER_TABLE):
+            conn.rollback()
+            return
+        try:
+            cur.execute(
+                f"CREATE TABLE IF NOT EXISTS {MARKER_TABLE} (job TEXT NOT NULL, sink TEXT NOT NULL, "
+                '"window" BIGINT NOT NULL, rows BIGINT, committed_at TIMESTAMPTZ NOT NULL DEFAULT now(), '
+                'PRIMARY KEY (job, sink, "window"))'
+            )
+            conn.commit()
+        except Exception:
+            conn.rollback()  # a concurrent creator won; fine if the table is there now
+            if not pg.table_exists(cur, MARKER_TABLE):
+                raise
+            conn.rollback()
+
+    def _marker_exists(self, conn: Any, job: str, sink_name: str, window: int) -> bool:
+        cur = conn.cursor()
+        if not pg.table_exists(cur, MARKER_TABLE):
+            return False
+        cur.execute(
+            f'SELECT count(*) FROM {MARKER_TABLE} WHERE job = $1 AND sink = $2 AND "window" = $3',
+            (job, self._marker_sink(sink_name), window),
+        )
+        return cur.fetchone()[0] > 0
+
+    def _ensure_table(self, conn: Any, schema: pa.Schema, job: str, sink_name: str, window: int) -> None:
+        cur = conn.cursor(adbc_stmt_kwargs=pg.NO_COPY)
+        db_schema, name = pg.split_table(self.table)
+        if not pg.table_exists(cur, self.table):
+            empty = schema.empty_table().append_column(
+                pa.field(self.window_column, pa.int64(), nullable=False), pa.array([], pa.int64())
+            )
+            try:
+                cur.adbc_ingest(name, empty, mode="create_append", db_schema_name=db_schema)
+                conn.commit()
+            except Exception:
+                conn.rollback()
+                if not pg.table_exists(cur, self.table):
+                    raise
+        cur = conn.cursor()
+        cur.execute(f"SELECT * FROM {pg.quote_table(self.table)} LIMIT 0")
+        have = set(cur.fetch_arrow_table().schema.names)
+        conn.rollback()
+        if self.window_column not in have:
+            raise SinkCommitError(
+                f"job '{job}', sink '{sink_name}', window {window}: PostgreSQL table "
+                f"{self.table!r} has no window column {self.window_column!r}; add it "
+                f"(ALTER TABLE ... ADD COLUMN {self.window_column} BIGINT) or name the right one "
+                f"with PostgresSink(window_column=...)"
+            )
+        missing = [c for c in schema.names if c not in have]
+        if missing:
+            raise SinkCommitError(
+                f"job '{job}', sink '{sink_name}', window {window}: PostgreSQL table "
+                f"{self.table!r} lacks the sink's columns {missing}"
+            )
+
+    def _reader(self, dataset: ds.Dataset, window: int, counter: list[int]) -> pa.RecordBatchReader:
+        schema = dataset.schema.append(pa.field(self.window_column, pa.int64(), nullable=False))
+        win = pa.scalar(window, pa.int64())
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            for batch in dataset.to_batches():
+                counter[0] += batch.num_rows
+                yield pa.RecordBatch.from_arrays(
+                    [*batch.columns, pa.repeat(win, batch.num_rows)], schema=schema
+                )
+
+        return pa.RecordBatchReader.from_batches(schema, batches())
+
+    # -- protocol ----------------------------------------------------------------
+    def commit(self, job: str, sink_name: str, window: int, staged: dict[str, Any]) -> dict[str, Any]:
+        check_staged(staged, self.kind, job, sink_name, window)
+        target = f"postgres:{self.table}"
+        conn = pg.connect(self.url)
+        try:
+            self._ensure_marker_table(conn)
+            replay = {"target": target, "rows": staged.get("rows"), "replayed": True}
+            if self._marker_exists(conn, job, sink_name, window):
+                conn.rollback()
+                self.discard(staged)
+                return replay
+            conn.rollback()
+            sfs, staged_path = resolve(staged["uri"])
+            if not is_dir(sfs, staged_path):
+                raise staged_gone(job, sink_name, window, staged, self._where())
+            dataset = ds.dataset(staged_path, format=staged.get("format", "parquet"), filesystem=sfs)
+            if self.window_column in dataset.schema.names:
+                raise SinkCommitError(
+                    f"job '{job}', sink '{sink_name}', window {window}: the sink's rows already "
+                    f"have a column {self.window_column!r}; rename it or pick another "
+                    f"PostgresSink(window_column=...)"
+                )
+            self._ensure_table(conn, dataset.schema, job, sink_name, window)
+
+            # the one transaction: marker, rows, commit
+            cur = conn.cursor(adbc_stmt_kwargs=pg.NO_COPY)
+            self._check_sole_writer(cur, job, sink_name, window)
+            cur.execute(
+                f'INSERT INTO {MARKER_TABLE} (job, sink, "window", rows, committed_at) '
+                'VALUES ($1, $2, $3, $4, now()) ON CONFLICT (job, sink, "window") DO NOTHING '
+                'RETURNING "window"',
+                (job, self._marker_sink(sink_name), window, int(staged.get("rows") or 0)),
+            )
+            if not cur.fetchall():  # a concurrent replay committed it first
+                conn.rollback()
+                self.discard(staged)
+                return replay
+            counter = [0]
+            db_schema, name = pg.split_table(self.table)
+            try:
+                cur.adbc_ingest(
+                    name, self._reader(dataset, window, counter), mode="append", db_schema_name=db_schema
+                )
+            except Exception as exc:
+                conn.rollback()
+                raise SinkCommitError(
+                    f"job '{job}', sink '{sink_name}', window {window}: inserting the staged rows "
+                    f"into {self._where()} failed (nothing was committed): {exc}"
+                ) from exc
+            if counter[0] != int(staged.get("rows") or 0):
+                cur.execute(
+                    f'UPDATE {MARKER_TABLE} SET rows = $4 WHERE job = $1 AND sink = $2 AND "window" = $3',
+                    (job, self._marker_sink(sink_name), window, counter[0]),
+                )
+            if self._before_commit is not None:
+                self._before_commit(conn)
+            conn.commit()
+        finally:
+            conn.close()
+        self.discard(staged)
+        return {"target": target, "rows": counter[0], "replayed": False}
+
+    def _check_sole_writer(self, cur: Any, job: str, sink_name: str, window: int) -> None:
+        """Refuse a table another job's (or sink's) commits already write: the rows carry the
+        window but not the job, so a restore of one job would retract the other's windows."""
+        suffix = f"@{self.table}"
+        cur.execute(
+            f"SELECT job, sink FROM {MARKER_TABLE} WHERE right(sink, char_length($3)) = $3 "
+            "AND (job <> $1 OR sink <> $2) LIMIT 1",
+            (job, self._marker_sink(sink_name), suffix),
+        )
+        other = cur.fetchall()
+        if other:
+            other_job, other_sink = other[0][0], other[0][1][: -len(suffix)]
+            raise SinkCommitError(
+                f"job '{job}', sink '{sink_name}', window {window}: {self._where()} is already written by "
+                f"job '{other_job}' (sink '{other_sink}'); a PostgreSQL table takes one job's sink, because its "
+                "rows carry the window but not the job and a restore of one would retract the other's windows. "
+                f"Write to another table, or retire the other job and delete its rows and its markers "
+                f"(DELETE FROM {MARKER_TABLE} WHERE job = '{other_job}')"
+            )
+
+    def is_committed(self, job: str, sink_name: str, window: int) -> bool:
+        conn = pg.connect(self.url)
+        try:
+            return self._marker_exists(conn, job, sink_name, window)
+        finally:
+            conn.close()
+
+    def committed_at(self, job: str, sink_name: str, window: int) -> datetime | None:
+        """When window ``window`` was committed (``None``: not committed)."""
+        conn = pg.connect(self.url)
+        try:
+            cur = conn.cursor()
+            if not pg.table_exists(cur, MARKER_TABLE):
+                return None
+            cur.execute(
+                f'SELECT committed_at FROM {MARKER_TABLE} WHERE job = $1 AND sink = $2 AND "window" = $3',
+                (job, self._marker_sink(sink_name), window),
+            )
+            row = cur.fetchone()
+        finally:
+            conn.close()
+        if not row or row[0] is None:
+            return None
+        return row[0].astimezone(UTC)
+
+    def retract_after(self, job: str, sink_name: str, window: int) -> list[int]:
+        conn = pg.connect(self.url)
+        windows: set[int] = set()
+        try:
+            cur = conn.cursor(adbc_stmt_kwargs=pg.NO_COPY)
+            if pg.table_exists(cur, self.table):
+                wc = pg.quote_ident(self.window_column)
+                cur.execute(
+                    f"WITH d AS (DELETE FROM {pg.quote_table(self.table)} WHERE {wc} > $1 RETURNING {wc}) "
+                    "SELECT DISTINCT * FROM d",
+                    (window,),
+                )
+                windows.update(int(r[0]) for r in cur.fetchall())
+            if pg.table_exists(cur, MARKER_TABLE):
+                cur.execute(
+                    f'DELETE FROM {MARKER_TABLE} WHERE job = $1 AND sink = $2 AND "window" > $3 '
+                    'RETURNING "window"',
+                    (job, self._marker_sink(sink_name), window),
+                )
+                windows.update(int(r[0]) for r in cur.fetchall())
+            conn.commit()
+        finally:
+            conn.close()
+        drop_staged_after(self._staging_root(job, sink_name), window)
+        return sorted(windows)
