@@ -40,6 +40,8 @@ import lockgate
 from lockgate.checkpoint.catalog import Catalog, CheckpointStatus
 from lockgate.control import faults
 
+pytestmark = pytest.mark.slow
+
 FIRST = 353_445_120  # 2026-01-01T00:00:00Z in 5 s cycle windows since the epoch
 LAST = FIRST + 5
 WINDOWS = list(range(FIRST, LAST + 1))
