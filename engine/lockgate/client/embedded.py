@@ -293,7 +293,7 @@ class EmbeddedClient(Client):
             time.sleep(0.3)
 
     def read_sink(self, job: str, sink: str) -> Any:
-        from ..runtime.commit import read_collected
+        from ..runtime.committers import read_collected
 
         return read_collected(self.home, job, sink)
 

@@ -44,7 +44,7 @@ import pytest
 from lockgate.checkpoint.catalog import Catalog, CheckpointStatus, CycleState
 from lockgate.checkpoint.snapshots import SnapshotStore
 from lockgate.control import faults
-from lockgate.runtime.commit import committer_for
+from lockgate.runtime.committers import committer_for
 
 pytestmark = pytest.mark.slow
 

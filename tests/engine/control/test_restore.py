@@ -27,7 +27,7 @@ from lockgate.errors import (
     StateLayoutError,
     WindowGapError,
 )
-from lockgate.runtime.commit import read_collected
+from lockgate.runtime.committers import read_collected
 
 FIRST = 353_445_120  # 2026-01-01T00:00:00Z in 5 s cycle windows since the epoch
 WINDOWS = list(range(FIRST, FIRST + 6))

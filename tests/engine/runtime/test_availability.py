@@ -22,7 +22,7 @@ from lockgate.runtime.availability import (
 NO_SPARK = """
 import sys
 import lockgate.filesystems, lockgate.runtime.availability, lockgate.runtime.committers
-import lockgate.runtime.staging, lockgate.runtime.commit, lockgate.checkpoint.snapshots
+import lockgate.runtime.staging, lockgate.checkpoint.snapshots
 loaded = sorted(m for m in sys.modules if m == "pyspark" or m.startswith("pyspark."))
 print(",".join(loaded) or "none")
 """
