@@ -218,6 +218,7 @@ def _connect_session(master: str, defaults: dict[str, str], conf: dict[str, str]
         except AnalysisException as err:
             if err.getCondition() not in ("CANNOT_MODIFY_STATIC_CONFIG", "CANNOT_MODIFY_CONFIG"):
                 raise
+            session.stop()  # not left active: a later get_spark would hand it out without the setting
             raise InvalidArgumentError(
                 f"{key} cannot be set from a Spark Connect client ({master}): it is a setting of the "
                 f"server. Start the Spark Connect server with --conf {key}={value} instead."

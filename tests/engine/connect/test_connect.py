@@ -273,12 +273,14 @@ try:
     get_spark({connect_server!r}, conf={{"spark.sql.extensions": "com.example.Ext"}})
 except InvalidArgumentError as err:
     print(err)
+print(get_spark({connect_server!r}).range(3).count())  # a fresh session, not the refused one
 """
     proc = subprocess.run([sys.executable, "-W", "error::UserWarning", "-c", code], env=_env(), cwd=tmp_path,
                           capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert_quiet(proc.stderr, "get_spark on sc://")
-    settings, refusal = proc.stdout.strip().splitlines()[-2:]
+    settings, refusal, count = proc.stdout.strip().splitlines()[-3:]
+    assert count == "3"
     assert json.loads(settings) == {
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": "3",
