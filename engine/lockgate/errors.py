@@ -109,6 +109,20 @@ class CatalogError(LockgateError):
     code = "FAILED_PRECONDITION"
 
 
+class CatalogUnavailableError(CatalogError):
+    """The catalog database cannot be written right now; the message names it and the fix."""
+
+
+class CatalogReadOnlyError(CatalogUnavailableError):
+    """The catalog database (or its folder) is read-only for this process: retrying cannot help."""
+
+
+class CatalogLockedError(CatalogUnavailableError):
+    """Another process held the catalog's write lock longer than the busy timeout: retrying can help."""
+
+    code = "UNAVAILABLE"
+
+
 class PlanNotFoundError(LockgateError):
     """A plan version that the catalog does not hold."""
 

@@ -1,0 +1,196 @@
+"""Cycles: attempts at running one window, RUNNING -> STAGED -> COMMITTED (or FAILED /
+ABORTED). The commit itself is :meth:`~.checkpoints.CheckpointsMixin.complete_window`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, RowMapping
+
+from ...errors import CheckpointExistsError, CycleNotFoundError, CycleStateError
+from .base import CatalogBase
+from .connection import fetch_all, fetch_one
+from .jobs import check_generation, lock_job, require_job
+from .records import CycleRecord, CycleState, cycle_record
+from .schema import cycles_table, utcnow
+from .windows import complete_row
+
+
+def cycle_row(conn: Connection, cycle_id: int) -> RowMapping:
+    """The cycle's row; CycleNotFoundError when there is none."""
+    row = fetch_one(conn, sa.select(cycles_table).where(cycles_table.c.id == cycle_id))
+    if row is None:
+        raise CycleNotFoundError(f"cycle {cycle_id} not found in the catalog")
+    return row
+
+
+def expect_cycle_state(row: RowMapping, action: str, *states: CycleState) -> None:
+    """CycleStateError unless the cycle ``row`` is in one of ``states`` (``action`` says what was refused)."""
+    if row["state"] not in {s.value for s in states}:
+        wanted = " or ".join(s.value for s in states)
+        raise CycleStateError(
+            f"job '{row['job']}': cannot {action} cycle {row['id']} (window {row['window']}, attempt "
+            f"{row['attempt']}): it is {row['state']}, not {wanted}"
+        )
+
+
+class CyclesMixin(CatalogBase):
+    """Cycle attempts: begin, stage, fail, abort, and their timings."""
+
+    def begin_cycle(self, job: str, window: int, generation: int, plan_version: str | None) -> CycleRecord:
+        """Record a new RUNNING attempt at ``window`` (attempt = 1 + earlier attempts).
+
+        Fenced. CheckpointExistsError when the window is complete already.
+        """
+        with self._write() as conn:
+            check_generation(conn, job, generation, self.url)
+            if complete_row(conn, job, window) is not None:
+                raise CheckpointExistsError(
+                    f"job '{job}': window {window} is complete already; run the next window, or roll "
+                    f"back with `lockgate restore {job} --window W` (W < {window}) to run it again"
+                )
+            previous = conn.execute(
+                sa.select(sa.func.max(cycles_table.c.attempt)).where(
+                    cycles_table.c.job == job, cycles_table.c.window == window
+                )
+            ).scalar()
+            result = conn.execute(
+                sa.insert(cycles_table).values(
+                    job=job,
+                    window=window,
+                    attempt=(previous or 0) + 1,
+                    generation=generation,
+                    plan_version=plan_version,
+                    state=CycleState.RUNNING.value,
+                    manifest=None,
+                    rows_in=0,
+                    rows_out=0,
+                    late_rows=0,
+                    timings={},
+                    error=None,
+                    started=utcnow(),
+                    finished=None,
+                )
+            )
+            return cycle_record(cycle_row(conn, result.inserted_primary_key[0]))
+
+    def stage_cycle(
+        self,
+        cycle_id: int,
+        generation: int,
+        manifest: Mapping[str, Any],
+        rows_in: int,
+        rows_out: int,
+        late_rows: int = 0,
+        timings: Mapping[str, float] | None = None,
+    ) -> CycleRecord:
+        """RUNNING -> STAGED: the worker staged the window's output (``manifest`` lists it).
+
+        Fenced; ``timings`` (phase -> ms) are merged into the cycle's timings.
+        """
+        with self._write() as conn:
+            job = cycle_row(conn, cycle_id)["job"]
+            check_generation(conn, job, generation, self.url)
+            row = cycle_row(conn, cycle_id)
+            expect_cycle_state(row, "stage", CycleState.RUNNING)
+            conn.execute(
+                sa.update(cycles_table)
+                .where(cycles_table.c.id == cycle_id)
+                .values(
+                    state=CycleState.STAGED.value,
+                    manifest=dict(manifest),
+                    rows_in=rows_in,
+                    rows_out=rows_out,
+                    late_rows=late_rows,
+                    timings={**(row["timings"] or {}), **(timings or {})},
+                )
+            )
+            return cycle_record(cycle_row(conn, cycle_id))
+
+    def fail_cycle(self, cycle_id: int, error: str) -> CycleRecord:
+        """RUNNING or STAGED -> FAILED with ``error``. A cycle already FAILED or ABORTED is
+        returned unchanged; a COMMITTED one is refused with CycleStateError."""
+        with self._write() as conn:
+            row = cycle_row(conn, cycle_id)
+            if row["state"] in (CycleState.FAILED.value, CycleState.ABORTED.value):
+                return cycle_record(row)
+            expect_cycle_state(row, "fail", CycleState.RUNNING, CycleState.STAGED)
+            conn.execute(
+                sa.update(cycles_table)
+                .where(cycles_table.c.id == cycle_id)
+                .values(state=CycleState.FAILED.value, error=error, finished=utcnow())
+            )
+            return cycle_record(cycle_row(conn, cycle_id))
+
+    def abort_open_cycles(
+        self, job: str, staged_after: int | None = None, reason: str = "aborted on restore"
+    ) -> list[CycleRecord]:
+        """Mark the job's RUNNING cycles ABORTED and return them (the caller deletes their
+        staged files). With ``staged_after=C``, STAGED cycles of windows after C are
+        aborted too (restore from checkpoint C discards their staged output)."""
+        open_cycles = cycles_table.c.state == CycleState.RUNNING.value
+        if staged_after is not None:
+            open_cycles = sa.or_(
+                open_cycles,
+                sa.and_(
+                    cycles_table.c.state == CycleState.STAGED.value, cycles_table.c.window > staged_after
+                ),
+            )
+        with self._write() as conn:
+            lock_job(conn, job, self.url)
+            where = sa.and_(cycles_table.c.job == job, open_cycles)
+            ids = list(conn.execute(sa.select(cycles_table.c.id).where(where)).scalars())
+            if not ids:
+                return []
+            conn.execute(
+                sa.update(cycles_table)
+                .where(cycles_table.c.id.in_(ids))
+                .values(state=CycleState.ABORTED.value, error=reason, finished=utcnow())
+            )
+            rows = fetch_all(
+                conn, sa.select(cycles_table).where(cycles_table.c.id.in_(ids)).order_by(cycles_table.c.id)
+            )
+            return [cycle_record(r) for r in rows]
+
+    def staged_cycles(self, job: str) -> list[CycleRecord]:
+        """The job's STAGED cycles (staged, not yet committed), by window then attempt."""
+        with self._read() as conn:
+            require_job(conn, job, self.url)
+            rows = fetch_all(
+                conn,
+                sa.select(cycles_table)
+                .where(cycles_table.c.job == job, cycles_table.c.state == CycleState.STAGED.value)
+                .order_by(cycles_table.c.window, cycles_table.c.attempt),
+            )
+            return [cycle_record(r) for r in rows]
+
+    def list_cycles(self, job: str, limit: int = 100) -> list[CycleRecord]:
+        """The job's newest ``limit`` cycles, newest first."""
+        with self._read() as conn:
+            require_job(conn, job, self.url)
+            rows = fetch_all(
+                conn,
+                sa.select(cycles_table)
+                .where(cycles_table.c.job == job)
+                .order_by(cycles_table.c.id.desc())
+                .limit(limit),
+            )
+            return [cycle_record(r) for r in rows]
+
+    def get_cycle(self, cycle_id: int) -> CycleRecord:
+        """One cycle by id; CycleNotFoundError when there is none."""
+        with self._read() as conn:
+            return cycle_record(cycle_row(conn, cycle_id))
+
+    def update_cycle_timings(self, cycle_id: int, timings: Mapping[str, float]) -> CycleRecord:
+        """Merge ``timings`` (phase -> ms) into the cycle's timings."""
+        with self._write() as conn:
+            row = cycle_row(conn, cycle_id)
+            conn.execute(
+                sa.update(cycles_table)
+                .where(cycles_table.c.id == cycle_id)
+                .values(timings={**(row["timings"] or {}), **timings})
+            )
+            return cycle_record(cycle_row(conn, cycle_id))
