@@ -9,7 +9,10 @@ A connection of type ``lockgate`` (default id ``lockgate_default``) names either
   connection's password) and TLS.
 
 The hook hands out the engine's own clients (:func:`lockgate.connect`,
-:func:`lockgate.connect_async`); operators, sensors and triggers use nothing else.
+:func:`lockgate.connect_async`); operators, sensors and triggers use nothing else. Like the
+Databricks and Dataflow hooks it also owns the waiting: running windows in this process
+(:meth:`LockgateHook.run_windows`) and following a controller's run
+(:meth:`LockgateHook.wait_for_windows`), and it assembles a run's summary.
 
 When ``lockgate_default`` is not defined at all, the hook falls back to the embedded engine
 with its defaults, so a first DAG runs with no set-up.
@@ -19,13 +22,29 @@ from __future__ import annotations
 
 import os
 import threading
+import time
+from datetime import datetime
 from typing import Any
 
 from airflow.sdk import BaseHook
-from airflow.sdk.exceptions import AirflowNotFoundException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowNotFoundException
 
 import lockgate
-from lockgate import AsyncClient, Client
+from lockgate import AsyncClient, Client, CompileResult, JobEvent, JobInfo, JobState, is_terminal
+from lockgate.defaults import default_home
+from lockgate.errors import JobNotFoundError, LockgateError
+from lockgate_provider.utils import (
+    LockgateWindowGapError,
+    airflow_errors,
+    as_datetime,
+    failed_run_message,
+    gap_message,
+    instant_range,
+    is_running,
+    is_window_id,
+    run_summary,
+    short_error,
+)
 
 DEFAULT_PORT = 50051
 """The controller's port when the connection gives none (``lockgate server`` listens there)."""
@@ -40,11 +59,6 @@ _EMBEDDED_OPTIONS = ("home", "catalog_url", "snapshots", "spark_master", "keep_c
 # per process anyway.
 _EMBEDDED_CLIENTS: dict[tuple[Any, ...], Client] = {}
 _EMBEDDED_LOCK = threading.Lock()
-
-
-def default_home() -> str:
-    """The embedded engine's folder: ``$LOCKGATE_HOME``, else ``~/.lockgate`` (as the engine's CLI)."""
-    return os.environ.get("LOCKGATE_HOME") or os.path.join(os.path.expanduser("~"), ".lockgate")
 
 
 def _truthy(value: Any) -> bool:
@@ -294,6 +308,190 @@ class LockgateHook(BaseHook):
                     client.close()
                 except Exception:
                     self.log.debug("closing the test client failed", exc_info=True)
-        running = sum(1 for j in jobs if j.state in ("RUNNING", "RECOVERING", "SCHEDULING"))
+        running = sum(1 for j in jobs if is_running(j.state))
         what = f"embedded Lockgate ({self.address})" if self.embedded else f"Lockgate controller at {url}"
         return True, f"Connected to the {what}: {len(jobs)} jobs, {running} running"
+
+    # -- jobs -----------------------------------------------------------------------------
+    def compile_pipeline(self, pipeline: str) -> CompileResult:
+        """Compile ``pipeline``; one that does not compile fails the task without retries."""
+        with airflow_errors(pipeline=pipeline):
+            return self.get_conn().compile(pipeline)
+
+    def windows_for(self, pipeline: str, start: datetime, end: datetime) -> tuple[int, int]:
+        """The cycle windows ``(first, last)`` (inclusive) that cover ``[start, end)``;
+        ``(0, -1)``, no window, when the range is empty."""
+        if end <= start:
+            return 0, -1
+        with airflow_errors(pipeline=pipeline):
+            return self.get_conn().windows_for(pipeline, start, end)
+
+    def window_at(self, value: Any, pipeline: str | None, what: str = "window") -> int | None:
+        """A window id from an int, a digit string, or an instant (ISO string or datetime: the
+        last window ending at or before it, by ``pipeline``'s cycle window); ``None`` when empty."""
+        if is_window_id(value):
+            return int(value)
+        at = as_datetime(value, what)
+        if at is None:
+            return None
+        if pipeline is None:
+            raise AirflowFailException(f"{what}={value!r} is an instant: give pipeline= to map it to a window")
+        return self.get_conn().windows_for(pipeline, *instant_range(at))[1]
+
+    def get_job(self, job: str) -> JobInfo | None:
+        """The job ``job``, or ``None`` when it does not exist."""
+        try:
+            return self.get_conn().get_job(job)
+        except JobNotFoundError:
+            return None
+
+    def check_window_gap(self, job: str, first: int, last: int, info: JobInfo | None) -> None:
+        """Raise :class:`~lockgate_provider.utils.LockgateWindowGapError` when window ``first``
+        cannot run yet: an earlier window of the job is not complete (the message names the
+        missing windows, their time range and the fix)."""
+        done = info.last_window if info is not None else None
+        if done is None or first <= done + 1:
+            return
+        try:
+            cps = self.get_conn().list_checkpoints(job)
+        except LockgateError:
+            cps = []
+        # the last checkpoint always stays in the catalog: it dates the missing windows
+        last_cp = max(cps, key=lambda c: c.window) if cps else None
+        raise LockgateWindowGapError(gap_message(job, first, last, done, last_cp))
+
+    def start_run(self, pipeline: str, job: str, first: int, last: int, *, reset_state: bool = False) -> JobInfo:
+        """Start windows ``first..last`` of ``job`` on the controller and return at once."""
+        with airflow_errors(pipeline=pipeline):
+            return self.get_conn().start_run(pipeline, job=job, first=first, last=last, reset_state=reset_state)
+
+    # -- waiting for windows ----------------------------------------------------------------
+    def run_windows(
+        self,
+        pipeline: str,
+        job: str,
+        first: int,
+        last: int,
+        *,
+        reset_state: bool = False,
+        stop: threading.Event | None = None,
+    ) -> dict[int, dict[str, Any]]:
+        """Run the windows ``first..last`` of ``job`` not yet committed, here, one at a time.
+
+        Running window by window is what lets ``stop`` (set when the task is killed) end the
+        run at a window boundary. Returns the rows in and out each window reported.
+
+        :param reset_state: start the first window run here with empty keyed state.
+        :param stop: set to stop before the next window (the task was killed).
+        """
+        client = self.get_conn()
+        rows: dict[int, dict[str, Any]] = {}
+
+        def on_event(event: JobEvent) -> None:
+            if event.kind == "cycle_done" and event.window is not None:
+                rows[event.window] = {"rows_in": event.rows_in, "rows_out": event.rows_out}
+
+        info = self.get_job(job)
+        done = info.last_window if info is not None else None
+        begin = first if done is None else max(first, done + 1)
+        total = last - begin + 1
+        for i, w in enumerate(range(begin, last + 1)):
+            if stop is not None and stop.is_set():
+                raise AirflowException(
+                    f"Killed: stopped cleanly at the window boundary after window {w - 1}; windows "
+                    f"{first}..{w - 1} are committed and a retry resumes at window {w}"
+                )
+            t0 = time.monotonic()
+            try:
+                with airflow_errors(pipeline=pipeline):
+                    client.run(pipeline, job=job, first=w, last=w, reset_state=reset_state and w == begin,
+                               on_event=on_event)
+            except AirflowException:
+                raise
+            except Exception as err:
+                committed = f"windows {first}..{w - 1} are committed" if w > first else "no window of this run is committed"
+                self.log.error("Window %d failed:\n%s: %s", w, type(err).__name__, err)
+                raise AirflowException(
+                    f"Lockgate job '{job}' failed in window {w}: {short_error(f'{type(err).__name__}: {err}')}. "
+                    f"{committed}; a retry restores the checkpoint of window {w - 1} and resumes at window {w}."
+                ) from err
+            got = rows.get(w, {})
+            self.log.info(
+                "Window %d committed (%d/%d): %s rows in, %s rows out, %.1fs",
+                w, i + 1, total, got.get("rows_in", "?"), got.get("rows_out", "?"), time.monotonic() - t0,
+            )
+        return rows
+
+    def wait_for_windows(
+        self,
+        job: str,
+        first: int,
+        last: int,
+        *,
+        poll_interval: float = 5.0,
+        stop: threading.Event | None = None,
+    ) -> JobInfo:
+        """Follow a controller's run of ``job`` until window ``last`` is committed; return the job.
+
+        A FAILED job, or one that ended (STOPPED, FINISHED) before ``last``, raises an
+        :class:`AirflowException` saying where a retry resumes.
+
+        :param poll_interval: seconds between two looks at the job.
+        :param stop: set to stop following (the task was killed).
+        """
+        client = self.get_conn()
+        seen: int | None = None
+        while True:
+            if stop is not None and stop.is_set():
+                raise AirflowException(f"Killed: job '{job}' asked to stop at a window boundary")
+            info = client.get_job(job)
+            if info.last_window is not None and info.last_window >= last:
+                return info
+            if info.last_window != seen:
+                seen = info.last_window
+                self.log.info("Job %r is %s at window %s (running to %d)", job, info.state, seen, last)
+            if info.state == JobState.FAILED:
+                raise self.run_failed(job, first, info.last_error, info.last_window)
+            if is_terminal(info.state):
+                raise AirflowException(
+                    f"Lockgate job '{job}' is {info.state} at window {info.last_window}, before window "
+                    f"{last}; a retry resumes at window {(info.last_window or first - 1) + 1}"
+                )
+            _sleep(poll_interval, stop)
+
+    def run_failed(self, job: str, first: int, error: str | None, done: int | None) -> AirflowException:
+        """The error of a run of ``job`` from window ``first`` that failed after window ``done``
+        (a multi-line engine error is logged whole; the exception holds it in short)."""
+        if error and "\n" in error:
+            self.log.error("Lockgate job %r failed:\n%s", job, error)
+        return AirflowException(failed_run_message(job, first, error, done))
+
+    def run_result(
+        self,
+        job: str,
+        first: int,
+        last: int,
+        *,
+        start: datetime | None,
+        end: datetime | None,
+        window_rows: dict[int, dict[str, Any]] | None = None,
+        cycle_s: float | None = None,
+        plan_version: str | None = None,
+    ) -> dict[str, Any]:
+        """The summary of a run of windows ``first..last``, from the job's checkpoints
+        (see :func:`~lockgate_provider.utils.run_summary`)."""
+        cps: list[Any] = []
+        if last >= first:
+            try:
+                cps = self.get_conn().list_checkpoints(job)
+            except JobNotFoundError:
+                cps = []
+        return run_summary(job, first, last, start=start, end=end, checkpoints=cps, window_rows=window_rows,
+                           cycle_s=cycle_s, plan_version=plan_version)
+
+
+def _sleep(seconds: float, stop: threading.Event | None) -> None:
+    if stop is None:
+        time.sleep(seconds)
+    else:
+        stop.wait(seconds)

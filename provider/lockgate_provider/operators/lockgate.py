@@ -13,86 +13,44 @@ All of them talk to Lockgate through :class:`~lockgate_provider.hooks.lockgate.L
 
 from __future__ import annotations
 
-import re
 import threading
-import time
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Asset, AssetAlias, BaseOperator, ResumableJobMixin
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from lockgate.errors import (
-    CompileError,
-    JobNotFoundError,
-    JobStateError,
-    LockgateError,
-    PipelineLoadError,
-    WindowGapError,
-)
+from lockgate.errors import JobStateError
 from lockgate_provider.assets import lockgate_asset
 from lockgate_provider.hooks.lockgate import LockgateHook
 from lockgate_provider.links.lockgate import LockgateJobLink
 from lockgate_provider.triggers.lockgate import LockgateRunTrigger
+from lockgate_provider.utils import (
+    LockgateWindowGapError,
+    airflow_errors,
+    as_window,
+    data_interval,
+    is_active,
+    iso,
+    partition_key,
+)
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from lockgate import Client, JobInfo
+__all__ = [
+    "LockgateCompileOperator",
+    "LockgateRestoreOperator",
+    "LockgateRunWindowsOperator",
+    "LockgateStartPipelineOperator",
+    "LockgateStopPipelineOperator",
+    "LockgateWindowGapError",
+]
 
-ACTIVE_STATES = frozenset({"COMPILING", "SCHEDULING", "RUNNING", "RECOVERING", "STOPPING"})
 COMPLETE = "COMPLETE"
-
-
-class LockgateWindowGapError(AirflowException):
-    """Windows were asked for while an earlier window of the job is not complete."""
-
-
-# -- helpers ---------------------------------------------------------------------------
-def as_datetime(value: Any, what: str) -> datetime | None:
-    """A timezone-aware datetime from a datetime, a pendulum DateTime or an ISO string."""
-    if value is None or value == "" or value == "None":
-        return None
-    if isinstance(value, datetime):
-        dt = value
-    else:
-        try:
-            dt = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
-        except ValueError:
-            raise AirflowFailException(f"{what}={value!r} is not an ISO date-time (e.g. 2026-01-01T00:00:00+00:00)") from None
-    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
-
-
-def as_window(value: Any, what: str) -> int | None:
-    """A window id from an int or a (templated) string of digits."""
-    if value is None or value == "" or value == "None":
-        return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise AirflowFailException(f"{what}={value!r} is not a window id (an integer)") from None
-
-
-def _iso(dt: datetime | None) -> str | None:
-    return dt.isoformat() if dt else None
-
-
-_CAUSE = re.compile(r"^\s*([A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)):\s+\S")
-
-
-def short_error(error: object, limit: int = 600) -> str:
-    """An engine error in a line or two: its first line and its root cause (the last
-    ``SomethingError: message`` line), without the Python and JVM tracebacks in between."""
-    text = str(error).strip()
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    if len(lines) <= 1:
-        return text[:limit]
-    causes = [ln.strip() for ln in lines[1:] if _CAUSE.match(ln)]
-    head = lines[0].strip()
-    out = head if not causes or causes[-1] in head else f"{head} ... {causes[-1]}"
-    return out if len(out) <= limit else out[: limit - 3] + "..."
+"""The run operator's status of a run whose every window is committed (ResumableJobMixin)."""
 
 
 class _LockgateOperatorMixin:
@@ -111,11 +69,6 @@ class _LockgateOperatorMixin:
         url = self.hook.job_url(job)
         LockgateJobLink.persist(context, self, url)
         self.log.info("Lockgate job %r: %s", job, url)  # type: ignore[attr-defined]
-
-
-def _fail_on_user_error(err: LockgateError, what: str) -> AirflowException:
-    """A user error (bad pipeline, bad plan) as a failure that retrying cannot fix."""
-    return AirflowFailException(f"{what}: {err}")
 
 
 # -- compile ---------------------------------------------------------------------------
@@ -161,29 +114,24 @@ class LockgateCompileOperator(_LockgateOperatorMixin, BaseOperator):
         self.spark_conn_id = spark_conn_id
 
     def execute(self, context: Context) -> dict[str, Any]:
-        client = self.hook.get_conn()
-        try:
-            result = client.compile(self.pipeline)
-        except (CompileError, PipelineLoadError) as err:
-            raise _fail_on_user_error(err, f"Lockgate pipeline {self.pipeline!r} does not compile") from None
+        result = self.hook.compile_pipeline(self.pipeline)
         summary: dict[str, Any] = result.to_dict()
         self.log.info(
             "Compiled %s: plan version %s, %d operators (%d stateful), sinks %s, cycle window %ss\n%s",
             result.pipeline, result.plan_version, len(result.operators), len(result.stateful_operators),
             ", ".join(result.sinks), result.cycle_window_s, result.explain,
         )
-        start = as_datetime(context.get("data_interval_start"), "data_interval_start")
-        end = as_datetime(context.get("data_interval_end"), "data_interval_end")
+        start, end = data_interval(context)
         if start is not None and end is not None and end > start:
-            first, last = client.windows_for(self.pipeline, start, end)
+            first, last = self.hook.windows_for(self.pipeline, start, end)
             summary["windows"] = {
-                "first": first, "last": last, "count": last - first + 1, "start": _iso(start), "end": _iso(end),
+                "first": first, "last": last, "count": last - first + 1, "start": iso(start), "end": iso(end),
             }
         else:
             summary["windows"] = None
         job = self.job or result.pipeline
         if self.register:
-            info = client.submit(self.pipeline, job)
+            info = self.hook.get_conn().submit(self.pipeline, job)
             job = info.name
             self.log.info("Registered plan version %s as job %r (state %s)", info.plan_version, job, info.state)
         summary["job"] = job
@@ -295,13 +243,7 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
         self._plan: dict[str, Any] = {}
 
     # -- the range ----------------------------------------------------------------------
-    def _compile(self, client: Client) -> Any:
-        try:
-            return client.compile(self.pipeline)
-        except (CompileError, PipelineLoadError) as err:
-            raise _fail_on_user_error(err, f"Lockgate pipeline {self.pipeline!r} does not compile") from None
-
-    def _resolve(self, context: Context, client: Client) -> dict[str, Any]:
+    def _resolve(self, context: Context) -> dict[str, Any]:
         """Job name, window range and time range of this run.
 
         The embedded engine compiles the pipeline first (in process, it is cheap and fails
@@ -309,12 +251,11 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
         asked only what it must: the job's name when none is given, and the windows of a time
         range; a compile error then comes back from those calls, or from starting the run.
         """
-        compiled = self._compile(client) if self.hook.embedded or not self.job else None
+        compiled = self.hook.compile_pipeline(self.pipeline) if self.hook.embedded or not self.job else None
         job = self.job or compiled.pipeline
         first = as_window(self.first_window, "first_window")
         last = as_window(self.last_window, "last_window")
-        start = as_datetime(self.start, "start") or as_datetime(context.get("data_interval_start"), "data_interval_start")
-        end = as_datetime(self.end, "end") or as_datetime(context.get("data_interval_end"), "data_interval_end")
+        start, end = data_interval(context, self.start, self.end)
         if first is None or last is None:
             if start is None or end is None:
                 raise AirflowFailException(
@@ -322,13 +263,7 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
                     "(schedule it with an interval timetable, e.g. CronDataIntervalTimetable), or pass "
                     "start= and end= (or first_window= and last_window=)"
                 )
-            if end <= start:
-                wf, wl = 0, -1  # an empty interval: nothing to run
-            else:
-                try:
-                    wf, wl = client.windows_for(self.pipeline, start, end)
-                except (CompileError, PipelineLoadError) as err:
-                    raise _fail_on_user_error(err, f"Lockgate pipeline {self.pipeline!r} does not compile") from None
+            wf, wl = self.hook.windows_for(self.pipeline, start, end)
             first = wf if first is None else first
             last = wl if last is None else last
         return {
@@ -339,8 +274,7 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
 
     def _plan_from_event(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """The run's plan again after a deferral, from the trigger's event (no compile)."""
-        start = as_datetime(self.start, "start") or as_datetime(context.get("data_interval_start"), "data_interval_start")
-        end = as_datetime(self.end, "end") or as_datetime(context.get("data_interval_end"), "data_interval_end")
+        start, end = data_interval(context, self.start, self.end)
         cps = event.get("checkpoints") or []
         return {
             "job": event["job"], "first": int(event["first_window"]), "last": int(event["last_window"]),
@@ -349,8 +283,7 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
 
     def execute(self, context: Context) -> Any:
         self._kill = threading.Event()
-        client = self.hook.get_conn()
-        self._plan = plan = self._resolve(context, client)
+        self._plan = plan = self._resolve(context)
         self._link(context, plan["job"])
         if plan["last"] < plan["first"]:
             self.log.info("The range %s..%s holds no cycle window: nothing to run", plan["start"], plan["end"])
@@ -358,7 +291,7 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
         self.log.info(
             "Lockgate job %r: windows %d..%d (%d windows, %s to %s) via %s",
             plan["job"], plan["first"], plan["last"], plan["last"] - plan["first"] + 1,
-            _iso(plan["start"]), _iso(plan["end"]), self.hook.address,
+            iso(plan["start"]), iso(plan["end"]), self.hook.address,
         )
         return self.execute_resumable(context)
 
@@ -367,41 +300,10 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
         p = self._plan
         return {"job": p["job"], "first": p["first"], "last": p["last"], "controller": self.hook.address}
 
-    def _job_info(self, client: Client, job: str) -> JobInfo | None:
-        try:
-            return client.get_job(job)
-        except JobNotFoundError:
-            return None
-
-    def _check_gap(self, info: JobInfo | None) -> None:
-        p = self._plan
-        done = info.last_window if info is not None else None
-        if done is None or p["first"] <= done + 1:
-            return
-        # the missing windows' time range, from the last checkpoint (it always stays in the catalog)
-        gap_start = gap_end = None
-        try:
-            cps = self.hook.get_conn().list_checkpoints(p["job"])
-        except LockgateError:
-            cps = []
-        last_cp = max(cps, key=lambda c: c.window) if cps else None
-        if last_cp is not None and last_cp.window == done:
-            gap_start = last_cp.window_end
-            gap_end = gap_start + (last_cp.window_end - last_cp.window_start) * (p["first"] - done - 1)
-        missing = f"window {done + 1}" if done + 1 == p["first"] - 1 else f"windows {done + 1}..{p['first'] - 1}"
-        when = f" ({_iso(gap_start)} to {_iso(gap_end)})" if gap_start else ""
-        raise LockgateWindowGapError(
-            f"Lockgate job '{p['job']}' cannot run windows {p['first']}..{p['last']}: {missing}{when} "
-            f"not complete yet (the job's last complete window is {done}), and windows run strictly in order. "
-            "Fix: run the DAG run(s) of the earlier data interval first (trigger or clear them), and set "
-            "depends_on_past=True (with max_active_runs=1) on this task so that intervals always run in order."
-        )
-
     def submit_job(self, context: Context) -> Any:
-        client = self.hook.get_conn()
         p = self._plan
-        info = self._job_info(client, p["job"])
-        self._check_gap(info)
+        info = self.hook.get_job(p["job"])
+        self.hook.check_window_gap(p["job"], p["first"], p["last"], info)
         done = info.last_window if info is not None else None
         if done is not None and done >= p["first"]:
             self.log.info(
@@ -412,14 +314,7 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
         if done is not None and done >= p["last"]:
             self.log.info("Every window of the range is committed already: nothing to run")
         elif not self.hook.embedded:
-            try:
-                started = client.start_run(
-                    self.pipeline, job=p["job"], first=p["first"], last=p["last"], reset_state=self.reset_state
-                )
-            except WindowGapError as err:
-                raise LockgateWindowGapError(f"{err} Set depends_on_past=True on this task.") from None
-            except (CompileError, PipelineLoadError) as err:
-                raise _fail_on_user_error(err, f"Lockgate pipeline {self.pipeline!r} does not compile") from None
+            started = self.hook.start_run(self.pipeline, p["job"], p["first"], p["last"], reset_state=self.reset_state)
             self.log.info("Started job %r on %s (%s)", started.name, self.hook.address, started.state)
         return self._external_id()
 
@@ -427,7 +322,7 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
         if not isinstance(external_id, dict) or external_id != self._external_id():
             self.log.info("The stored Lockgate run %s is not this run's %s: starting afresh", external_id, self._external_id())
             return "STALE"
-        info = self._job_info(self.hook.get_conn(), self._plan["job"])
+        info = self.hook.get_job(self._plan["job"])
         if info is None:
             return "NOT_FOUND"
         if info.last_window is not None and info.last_window >= self._plan["last"]:
@@ -435,24 +330,28 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
         return info.state
 
     def is_job_active(self, status: str) -> bool:
-        return status in ACTIVE_STATES
+        return is_active(status)
 
     def is_job_succeeded(self, status: str) -> bool:
         return status == COMPLETE
 
     def poll_until_complete(self, external_id: Any, context: Context) -> Any:
+        p = self._plan
         if self.hook.embedded:
-            self._run_embedded(context)
+            rows = self.hook.run_windows(
+                self.pipeline, p["job"], p["first"], p["last"], reset_state=self.reset_state, stop=self._kill
+            )
+            self._window_rows.update(rows)
         elif self.deferrable:
             self._defer()
         else:
-            self._follow(context)
+            self.hook.wait_for_windows(p["job"], p["first"], p["last"], poll_interval=self.poll_interval, stop=self._kill)
         return self.get_job_result(external_id, context)
 
     def get_job_result(self, external_id: Any, context: Context) -> Any:
         return self._finish(context)
 
-    # -- the three ways to wait -----------------------------------------------------------
+    # -- deferred -------------------------------------------------------------------------
     def _defer(self) -> None:
         p = self._plan
         self.defer(
@@ -468,83 +367,8 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
             timeout=self.execution_timeout,
         )
 
-    def _on_event(self, event: Any) -> None:
-        if event.kind == "cycle_done" and event.window is not None:
-            self._window_rows[event.window] = {"rows_in": event.rows_in, "rows_out": event.rows_out}
-
-    def _run_embedded(self, context: Context) -> None:
-        """Run the windows here, one round at a time, so that a kill stops at a window boundary."""
-        client = self.hook.get_conn()
-        p = self._plan
-        info = self._job_info(client, p["job"])
-        done = info.last_window if info is not None else None
-        begin = p["first"] if done is None else max(p["first"], done + 1)
-        total = p["last"] - begin + 1
-        for i, w in enumerate(range(begin, p["last"] + 1)):
-            if self._kill is not None and self._kill.is_set():
-                raise AirflowException(
-                    f"Killed: stopped cleanly at the window boundary after window {w - 1}; windows "
-                    f"{p['first']}..{w - 1} are committed and a retry resumes at window {w}"
-                )
-            t0 = time.monotonic()
-            try:
-                client.run(
-                    self.pipeline, job=p["job"], first=w, last=w,
-                    reset_state=self.reset_state and w == begin, on_event=self._on_event,
-                )
-            except WindowGapError as err:
-                raise LockgateWindowGapError(f"{err} Set depends_on_past=True on this task.") from None
-            except (CompileError, PipelineLoadError) as err:
-                raise _fail_on_user_error(err, f"Lockgate pipeline {self.pipeline!r} does not compile") from None
-            except Exception as err:
-                committed = f"windows {p['first']}..{w - 1} are committed" if w > p["first"] else "no window of this run is committed"
-                self.log.error("Window %d failed:\n%s: %s", w, type(err).__name__, err)
-                raise AirflowException(
-                    f"Lockgate job '{p['job']}' failed in window {w}: {short_error(f'{type(err).__name__}: {err}')}. "
-                    f"{committed}; a retry restores the checkpoint of window {w - 1} and resumes at window {w}."
-                ) from err
-            rows = self._window_rows.get(w, {})
-            self.log.info(
-                "Window %d committed (%d/%d): %s rows in, %s rows out, %.1fs",
-                w, i + 1, total, rows.get("rows_in", "?"), rows.get("rows_out", "?"), time.monotonic() - t0,
-            )
-
-    def _follow(self, context: Context) -> None:
-        """Follow a controller's run from the worker (``deferrable=False``)."""
-        client = self.hook.get_conn()
-        p = self._plan
-        seen = None
-        while True:
-            if self._kill is not None and self._kill.is_set():
-                raise AirflowException(f"Killed: job '{p['job']}' asked to stop at a window boundary")
-            info = client.get_job(p["job"])
-            if info.last_window is not None and info.last_window >= p["last"]:
-                return
-            if info.last_window != seen:
-                seen = info.last_window
-                self.log.info("Job %r is %s at window %s (running to %d)", p["job"], info.state, seen, p["last"])
-            if info.state == "FAILED":
-                self._raise_failed(info.last_error, info.last_window)
-            if info.state in ("STOPPED", "FINISHED"):
-                raise AirflowException(
-                    f"Lockgate job '{p['job']}' is {info.state} at window {info.last_window}, before window "
-                    f"{p['last']}; a retry resumes at window {(info.last_window or p['first'] - 1) + 1}"
-                )
-            time.sleep(self.poll_interval)
-
-    def _raise_failed(self, error: str | None, done: int | None) -> None:
-        p = self._plan
-        nxt = p["first"] if done is None or done < p["first"] else done + 1
-        if error and "\n" in error:
-            self.log.error("Lockgate job %r failed:\n%s", p["job"], error)
-        raise AirflowException(
-            f"Lockgate job '{p['job']}' failed: {short_error(error or 'no error recorded')}. Windows up to {done} are "
-            f"committed; a retry restores the checkpoint of window {done} and resumes at window {nxt}."
-        )
-
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         """Resume after :class:`LockgateRunTrigger` fired."""
-        client = self.hook.get_conn()
         self._plan = self._plan_from_event(context, event)
         self._link(context, self._plan["job"])
         status = event.get("status")
@@ -552,61 +376,29 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
             self.log.info("Trigger: %s", event.get("message"))
             return self._finish(context)
         if status == "incomplete":
-            info = self._job_info(client, self._plan["job"])
-            if info is not None and info.state in ACTIVE_STATES:
+            info = self.hook.get_job(self._plan["job"])
+            if info is not None and is_active(info.state):
                 self.log.info("Job %r is %s again: following it", self._plan["job"], info.state)
             else:
                 self.log.warning("%s: starting the remaining windows", event.get("message"))
                 self.submit_job(context)
             self._defer()
-        self._raise_failed(event.get("message"), event.get("last_complete"))
-        return None  # unreachable
+        raise self.hook.run_failed(self._plan["job"], self._plan["first"], event.get("message"), event.get("last_complete"))
 
     # -- the result and the asset events ------------------------------------------------
     def _finish(self, context: Context) -> dict[str, Any]:
         if self._result is not None:
             return self._result
         p = self._plan
-        client = self.hook.get_conn()
-        cps: dict[int, Any] = {}
-        if p["last"] >= p["first"]:
-            try:
-                cps = {c.window: c for c in client.list_checkpoints(p["job"]) if p["first"] <= c.window <= p["last"]}
-            except JobNotFoundError:
-                cps = {}
-        windows: list[dict[str, Any]] = []
-        ref = next(iter(cps.values()), None)
-        cycle = ref.window_end - ref.window_start if ref is not None else timedelta(seconds=p["cycle_s"] or 0)
-        for w in range(p["first"], p["last"] + 1):
-            cp = cps.get(w)
-            rows = self._window_rows.get(w, {})
-            if cp is not None:
-                entry = {
-                    "window": w, "window_start": _iso(cp.window_start), "window_end": _iso(cp.window_end),
-                    "rows_in": cp.rows_in, "rows_out": cp.rows_out, "plan_version": cp.plan_version,
-                }
-            else:  # the checkpoint row expired (keep_checkpoints): what the run itself reported
-                ws = ref.window_start + cycle * (w - ref.window) if ref is not None else None
-                entry = {
-                    "window": w, "window_start": _iso(ws), "window_end": _iso(ws + cycle) if ws else None,
-                    "rows_in": rows.get("rows_in"), "rows_out": rows.get("rows_out"), "plan_version": p["plan_version"],
-                }
-            windows.append(entry)
-        rows_in = sum(e["rows_in"] or 0 for e in windows)
-        rows_out = sum(e["rows_out"] or 0 for e in windows)
-        result = {
-            "job": p["job"],
-            "first_window": p["first"],
-            "last_window": p["last"],
-            "windows": len(windows),
-            "rows_in": rows_in,
-            "rows_out": rows_out,
-            "start": _iso(p["start"]),
-            "end": _iso(p["end"]),
-            "checkpoints": windows,
-        }
-        self._emit_asset_events(context, p["job"], windows, result)
-        self.log.info("Job %r: windows %d..%d complete, %d rows in, %d rows out", p["job"], p["first"], p["last"], rows_in, rows_out)
+        result = self.hook.run_result(
+            p["job"], p["first"], p["last"], start=p["start"], end=p["end"], window_rows=self._window_rows,
+            cycle_s=p["cycle_s"], plan_version=p["plan_version"],
+        )
+        self._emit_asset_events(context, p["job"], result["checkpoints"], result)
+        self.log.info(
+            "Job %r: windows %d..%d complete, %d rows in, %d rows out",
+            p["job"], p["first"], p["last"], result["rows_in"], result["rows_out"],
+        )
         self._result = result
         return result
 
@@ -628,10 +420,10 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
                     "last_window": result["last_window"],
                     "rows_in": result["rows_in"],
                     "rows_out": result["rows_out"],
-                    "windows": {_partition_key(e) if self.partition_by_window else str(w): e for w, e in per_window.items()},
+                    "windows": {partition_key(e) if self.partition_by_window else str(w): e for w, e in per_window.items()},
                 }
                 if self.partition_by_window:
-                    acc.add_partitions([_partition_key(e) for e in per_window.values()])
+                    acc.add_partitions([partition_key(e) for e in per_window.values()])
 
     def on_kill(self) -> None:
         """Stop at a window boundary: the window in progress finishes and is checkpointed."""
@@ -648,13 +440,6 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
             self.log.warning("Killed: job %r stopped at window %s (%s)", job, info.last_window, info.state)
         except Exception:
             self.log.exception("Killed: stopping job %r failed", job)
-
-
-def _partition_key(entry: dict[str, Any]) -> str:
-    start = entry.get("window_start")
-    if not start:
-        return str(entry["window"])
-    return datetime.fromisoformat(start).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 # -- continuous pipelines --------------------------------------------------------------
@@ -700,18 +485,10 @@ class LockgateStartPipelineOperator(_LockgateOperatorMixin, BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         client = self.hook.get_conn()
-        job = self.job
-        if job is None:
-            try:
-                job = client.compile(self.pipeline).pipeline
-            except (CompileError, PipelineLoadError) as err:
-                raise _fail_on_user_error(err, f"Lockgate pipeline {self.pipeline!r} does not compile") from None
+        job = self.job or self.hook.compile_pipeline(self.pipeline).pipeline
         self._link(context, job)
-        try:
-            current = client.get_job(job)
-        except JobNotFoundError:
-            current = None
-        if current is not None and current.state in ACTIVE_STATES and not self.hook.embedded:
+        current = self.hook.get_job(job)
+        if current is not None and is_active(current.state) and not self.hook.embedded:
             self.log.info("Job %r is already %s (window %s): not starting it again", job, current.state, current.last_window)
             return current.to_dict()
         if self.hook.embedded:
@@ -721,14 +498,13 @@ class LockgateStartPipelineOperator(_LockgateOperatorMixin, BaseOperator):
                 job,
             )
         try:
-            info = client.start(self.pipeline, job=job, reset_state=self.reset_state)
+            with airflow_errors(pipeline=self.pipeline):
+                info = client.start(self.pipeline, job=job, reset_state=self.reset_state)
         except JobStateError as err:
             if "already running" not in str(err):
                 raise AirflowException(str(err)) from None
             info = client.get_job(job)
             self.log.info("Job %r is already running here: %s", job, err)
-        except (CompileError, PipelineLoadError) as err:
-            raise _fail_on_user_error(err, f"Lockgate pipeline {self.pipeline!r} does not compile") from None
         self.log.info("Started continuous job %r (%s), resuming after window %s", job, info.state, info.last_window)
         return info.to_dict()
 
@@ -772,12 +548,8 @@ class LockgateStopPipelineOperator(_LockgateOperatorMixin, BaseOperator):
         self._link(context, self.job)
         how = "draining to a window boundary" if self.drain else "cancelling"
         self.log.info("Stopping job %r (%s)", self.job, how)
-        try:
+        with airflow_errors(action=f"Stopping job '{self.job}'"):
             info = client.stop(self.job, drain=self.drain, timeout=self.timeout)
-        except JobNotFoundError as err:
-            raise AirflowFailException(str(err)) from None
-        except LockgateError as err:
-            raise AirflowException(f"Stopping job '{self.job}' failed: {err}") from None
         self.log.info("Job %r is %s; last complete window %s", self.job, info.state, info.last_window)
         return info.to_dict()
 
@@ -828,11 +600,9 @@ class LockgateRestoreOperator(_LockgateOperatorMixin, BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         client = self.hook.get_conn()
         self._link(context, self.job)
-        try:
+        with airflow_errors():
             info = client.get_job(self.job)
-        except JobNotFoundError as err:
-            raise AirflowFailException(str(err)) from None
-        window = resolve_window(client, self.window, self.pipeline or info.pipeline_ref, "window")
+        window = self.hook.window_at(self.window, self.pipeline or info.pipeline_ref)
         if window is None:
             if not self.reset_state:
                 raise AirflowFailException("LockgateRestoreOperator needs window=, or reset_state=True to restart without state")
@@ -851,10 +621,8 @@ class LockgateRestoreOperator(_LockgateOperatorMixin, BaseOperator):
             context["dag"].dag_id if context.get("dag") else "?", self.task_id, context.get("run_id"), self.job,
             window, what, "; keyed state is reset" if self.reset_state else "", window + 1,
         )
-        try:
+        with airflow_errors(action=f"Restoring job '{self.job}' to window {window}", retry=False):
             restored = client.restore(self.job, window, reset_state=self.reset_state)
-        except LockgateError as err:
-            raise AirflowFailException(f"Restoring job '{self.job}' to window {window} failed: {err}") from None
         self.log.warning("Job %r restored to window %d: %s", self.job, window, restored.state)
         return {
             "job": self.job,
@@ -864,15 +632,3 @@ class LockgateRestoreOperator(_LockgateOperatorMixin, BaseOperator):
             "state": restored.state,
         }
 
-
-def resolve_window(client: Client, value: Any, pipeline: str | None, what: str) -> int | None:
-    """A window id from an int, a digit string, or an instant (the last window ending at or before it)."""
-    if value is None or value == "" or value == "None":
-        return None
-    if isinstance(value, int) or (isinstance(value, str) and value.strip().lstrip("-").isdigit()):
-        return int(value)
-    at = as_datetime(value, what)
-    if pipeline is None:
-        raise AirflowFailException(f"{what}={value!r} is an instant: give pipeline= to map it to a window")
-    assert at is not None
-    return client.windows_for(pipeline, at - timedelta(microseconds=1), at)[1]

@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import Asset, AssetAlias, BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from lockgate.errors import JobNotFoundError
+from lockgate import JobInfo, JobState
 from lockgate_provider.assets import lockgate_asset
 from lockgate_provider.hooks.lockgate import LockgateHook
 from lockgate_provider.links.lockgate import LockgateJobLink
-from lockgate_provider.operators.lockgate import resolve_window
-from lockgate_provider.triggers.lockgate import LockgateCheckpointTrigger, _checkpoint_dict
+from lockgate_provider.triggers.lockgate import LockgateCheckpointTrigger
+from lockgate_provider.utils import airflow_errors, checkpoint_at
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -77,21 +77,20 @@ class LockgateCheckpointSensor(BaseSensorOperator):
         """The :class:`LockgateHook` of this task's connection."""
         return LockgateHook(self.lockgate_conn_id)
 
-    def _target_window(self, info: Any | None) -> int | None:
+    def _target_window(self, info: JobInfo | None) -> int:
         if self._target is None:
             ref = self.pipeline or (info.pipeline_ref if info is not None else None)
-            self._target = resolve_window(self.hook.get_conn(), self.window, ref, "window")
+            self._target = self.hook.window_at(self.window, ref)
             if self._target is None:
                 raise AirflowFailException("LockgateCheckpointSensor needs window= (a window id or an instant)")
         return self._target
 
-    def _get_job(self) -> Any | None:
-        try:
+    def _get_job(self) -> JobInfo | None:
+        """The job; ``None`` while it does not exist and ``wait_for_job`` is set (else the task fails)."""
+        if self.wait_for_job:
+            return self.hook.get_job(self.job)
+        with airflow_errors():
             return self.hook.get_conn().get_job(self.job)
-        except JobNotFoundError as err:
-            if not self.wait_for_job:
-                raise AirflowFailException(str(err)) from None
-            return None
 
     def _failed(self, error: str | None) -> AirflowFailException:
         return AirflowFailException(f"Lockgate job '{self.job}' is FAILED: {error or 'no error recorded'}")
@@ -104,13 +103,11 @@ class LockgateCheckpointSensor(BaseSensorOperator):
             return False
         target = self._target_window(info)
         if info.last_window is not None and info.last_window >= target:
-            cps = sorted(self.hook.get_conn().list_checkpoints(self.job), key=lambda c: c.window)
-            at = [c for c in cps if c.window == target] or [c for c in cps if c.window >= target]
-            cp = _checkpoint_dict(at[0]) if at else {"window": target}
+            cp = checkpoint_at(self.hook.get_conn().list_checkpoints(self.job), target) or {"window": target}
             self.log.info("Window %d of job %r is checkpointed: %s", target, self.job, cp)
             self._emit(context, cp)
             return PokeReturnValue(is_done=True, xcom_value=cp)
-        if info.state == "FAILED":
+        if info.state == JobState.FAILED:
             raise self._failed(info.last_error)
         self.log.info(
             "Job %r is %s at window %s: waiting for window %d", self.job, info.state, info.last_window, target

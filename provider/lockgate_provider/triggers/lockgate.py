@@ -13,21 +13,10 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from lockgate import AsyncClient, JobInfo, JobState, is_terminal
+from lockgate.errors import JobNotFoundError
 from lockgate_provider.hooks.lockgate import LockgateHook
-
-TERMINAL = frozenset({"STOPPED", "FINISHED", "FAILED"})
-
-
-def _checkpoint_dict(cp: Any) -> dict[str, Any]:
-    return {
-        "window": cp.window,
-        "window_start": cp.window_start.isoformat(),
-        "window_end": cp.window_end.isoformat(),
-        "rows_in": cp.rows_in,
-        "rows_out": cp.rows_out,
-        "plan_version": cp.plan_version,
-        "created": cp.created.isoformat() if cp.created else None,
-    }
+from lockgate_provider.utils import checkpoint_at, checkpoint_dict
 
 
 class _LockgateJobTrigger(BaseTrigger):
@@ -54,10 +43,10 @@ class _LockgateJobTrigger(BaseTrigger):
             "max_unreachable": self.max_unreachable,
         }
 
-    async def _client(self) -> Any:
+    async def _client(self) -> AsyncClient:
         return await LockgateHook(self.lockgate_conn_id).aget_async_conn()
 
-    async def _poll(self, client: Any) -> AsyncIterator[Any]:
+    async def _poll(self, client: AsyncClient) -> AsyncIterator[JobInfo]:
         """Yield the job's :class:`lockgate.JobInfo` every ``poll_interval`` seconds; a
         controller unreachable ``max_unreachable`` polls in a row ends the trigger with an error."""
         failures = 0
@@ -65,13 +54,14 @@ class _LockgateJobTrigger(BaseTrigger):
             try:
                 info = await client.get_job(self.job)
                 failures = 0
+            except JobNotFoundError:
+                raise
             except Exception as err:
-                from lockgate.errors import JobNotFoundError
-
-                if isinstance(err, JobNotFoundError):
-                    raise
                 failures += 1
                 if failures >= self.max_unreachable:
+                    self.log.error(
+                        "Lockgate job %s: Lockgate unreachable %d polls in a row: giving up", self.job, failures
+                    )
                     raise
                 self.log.warning(
                     "Lockgate job %s: cannot reach Lockgate (%s: %s); retrying (%d/%d)",
@@ -159,7 +149,7 @@ class LockgateRunTrigger(_LockgateJobTrigger):
                 done = info.last_window
                 if done is not None and done >= self.last_window:
                     cps = [
-                        _checkpoint_dict(cp)
+                        checkpoint_dict(cp)
                         for cp in await client.list_checkpoints(self.job)
                         if self.first_window <= cp.window <= self.last_window
                     ]
@@ -174,10 +164,10 @@ class LockgateRunTrigger(_LockgateJobTrigger):
                         "Lockgate job %s is %s: last complete window %s, running to window %s",
                         self.job, info.state, done, self.last_window,
                     )
-                if info.state == "FAILED":
+                if info.state == JobState.FAILED:
                     yield self._event("error", info, info.last_error or "the job failed with no error recorded")
                     return
-                if info.state in TERMINAL:
+                if is_terminal(info.state):
                     yield self._event(
                         "incomplete", info,
                         f"the job is {info.state} at window {done}, before window {self.last_window}",
@@ -244,18 +234,16 @@ class LockgateCheckpointTrigger(_LockgateJobTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        from lockgate.errors import JobNotFoundError
-
         client = await self._client()
         try:
             while True:
                 try:
                     async for info in self._poll(client):
                         if info.last_window is not None and info.last_window >= self.window:
-                            cp = await _checkpoint_at(client, self.job, self.window)
+                            cp = checkpoint_at(await client.list_checkpoints(self.job), self.window)
                             yield self._event("success", info, f"window {self.window} checkpointed", checkpoint=cp)
                             return
-                        if info.state == "FAILED":
+                        if info.state == JobState.FAILED:
                             yield self._event(
                                 "error", info,
                                 f"Lockgate job '{self.job}' is FAILED: {info.last_error or 'no error recorded'}",
@@ -271,8 +259,3 @@ class LockgateCheckpointTrigger(_LockgateJobTrigger):
         finally:
             await client.close()
 
-
-async def _checkpoint_at(client: Any, job: str, window: int) -> dict[str, Any] | None:
-    cps = sorted(await client.list_checkpoints(job), key=lambda c: c.window)
-    at = [c for c in cps if c.window == window] or [c for c in cps if c.window >= window]
-    return _checkpoint_dict(at[0]) if at else None
