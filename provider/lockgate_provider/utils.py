@@ -63,12 +63,14 @@ def _missing(value: Any) -> bool:
 
 
 def as_datetime(value: Any, what: str) -> datetime | None:
-    """A timezone-aware datetime from a datetime, a pendulum DateTime or an ISO string
-    (naive values are UTC); ``None`` for an empty value. ``what`` names the argument in errors."""
+    """A timezone-aware plain :class:`datetime` from a datetime, a pendulum DateTime or an ISO
+    string (naive values are UTC); ``None`` for an empty value. ``what`` names the argument in errors."""
     if _missing(value):
         return None
     if isinstance(value, datetime):
-        dt = value
+        # a pendulum DateTime (Airflow's data interval) as a plain datetime: the engine's
+        # datetime arithmetic fails on pendulum's own (DateTime - datetime is a pendulum Interval)
+        dt = value if type(value) is datetime else datetime.fromisoformat(value.isoformat())
     else:
         try:
             dt = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))

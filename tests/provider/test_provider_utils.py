@@ -60,7 +60,10 @@ def _cp(window: int, rows_in: int = 10, rows_out: int = 3) -> CheckpointInfo:
 def test_as_datetime_reads_datetimes_pendulum_and_iso_text_as_aware_instants():
     assert as_datetime(START, "start") == START
     assert as_datetime(datetime(2026, 1, 1), "start") == START  # naive is UTC
-    assert as_datetime(pendulum.datetime(2026, 1, 1, tz="UTC"), "start") == START
+    from_pendulum = as_datetime(pendulum.datetime(2026, 1, 1, 0, 0, 0, 5, tz="UTC"), "start")
+    # a plain datetime, that the engine's window clock can do arithmetic on
+    assert type(from_pendulum) is datetime and from_pendulum == START + timedelta(microseconds=5)
+    assert MINUTE.window_of(from_pendulum) == W0
     assert as_datetime("2026-01-01T00:00:00Z", "start") == START
     assert as_datetime(" 2026-01-01T01:00:00+01:00 ", "start") == START
     assert as_datetime("2026-01-01T00:00:00", "start").tzinfo is not None

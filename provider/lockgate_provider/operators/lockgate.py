@@ -8,7 +8,10 @@
 * :class:`LockgateRestoreOperator`: roll a job back to a chosen window, on purpose.
 
 All of them talk to Lockgate through :class:`~lockgate_provider.hooks.lockgate.LockgateHook`
-(the embedded engine, or a controller) and link to their job.
+(the embedded engine, or a controller) and link to their job. As with the Databricks and
+Dataflow operators, the hook does the work and the waiting (running windows, following a
+controller's run, the run's summary); the operators hold the task's arguments, logs, links
+and asset events.
 """
 
 from __future__ import annotations
