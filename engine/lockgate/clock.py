@@ -20,13 +20,11 @@ from datetime import UTC, datetime, timedelta
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 """The Unix epoch, timezone-aware: instants are microseconds since it."""
 
-_US = timedelta(microseconds=1)
-
 
 def to_micros(t: datetime) -> int:
     """``t`` as whole microseconds since the epoch; a naive ``t`` is taken as UTC."""
     t = t if t.tzinfo else t.replace(tzinfo=UTC)
-    return (t - EPOCH) // _US
+    return micros_of(t - EPOCH)
 
 
 def from_micros(us: int) -> datetime:
@@ -35,8 +33,8 @@ def from_micros(us: int) -> datetime:
 
 
 def micros_of(d: timedelta) -> int:
-    """A duration as whole microseconds."""
-    return d // _US
+    """A duration as whole microseconds (any ``timedelta``, pendulum's durations included)."""
+    return (d.days * 86_400 + d.seconds) * 1_000_000 + d.microseconds
 
 
 @dataclass(frozen=True)

@@ -38,3 +38,12 @@ def test_micros_helpers_agree_with_datetime_arithmetic():
     assert to_micros(t) == int((t - EPOCH).total_seconds()) * 1_000_000 + 123_456
     assert from_micros(to_micros(t)) == t
     assert to_micros(t.replace(tzinfo=None)) == to_micros(t)  # naive is UTC
+
+
+def test_pendulum_datetimes_from_airflow_map_like_plain_ones():
+    pendulum = pytest.importorskip("pendulum")  # Airflow's data intervals are pendulum DateTimes
+    t = pendulum.datetime(2026, 1, 1, 0, 0, 25)
+    plain = datetime(2026, 1, 1, 0, 0, 25, tzinfo=UTC)
+    clock = WindowClock.of(timedelta(seconds=10))
+    assert to_micros(t) == to_micros(plain)
+    assert clock.window_of(t) == clock.window_of(plain)
