@@ -15,7 +15,7 @@ A pipeline is defined in an ordinary Python module and referenced as
          .sink(lg.FileSink("out/per_auction")))
 
 Nothing runs when the module is imported: the calls record operators, and
-:func:`lockgate.plan.compile_pipeline` turns them into a plan.
+:func:`lockgate.runtime.compiler.compile_pipeline` turns them into a plan.
 """
 
 from __future__ import annotations

@@ -167,7 +167,8 @@ def _dispatch(args: argparse.Namespace, client: Any) -> int:
     if args.command == "explain":
         if args.json:
             from ..api.loader import load_pipeline
-            from ..plan import compile_pipeline, explain_json
+            from ..plan import explain_json
+            from ..runtime.compiler import compile_pipeline
 
             print(explain_json(compile_pipeline(load_pipeline(args.pipeline))))
         else:

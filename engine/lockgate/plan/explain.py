@@ -55,8 +55,32 @@ def _describe(v: PipelineVertex) -> str:
     return v.op
 
 
+def _physical(plan: CompiledPlan) -> list[str]:
+    """The cycles as the runner walks them (:meth:`ExecutionGraph.steps`): groups in
+    order, their chains in order, each chain's operators in order; heads and tails."""
+    ex, g = plan.execution, plan.graph
+    lines: list[str] = []
+    for cyc in ex.cycles:
+        lines.append(f"  {cyc.id}: {cyc.mode} mode, one round per cycle window")
+        lines.append(f"    heads (read the window's slice): {', '.join(cyc.heads)}")
+        group = chain = ""
+        for step in ex.steps(cyc):
+            if step.group != group:
+                group, chain, grp = step.group, "", ex.groups[step.group]
+                kept = f"; persisted for the round: {', '.join(grp.materialized)}" if grp.materialized else ""
+                lines.append(f"    {group}  (ends at: {grp.boundary}{kept})")
+            if step.chain != chain:
+                chain = step.chain
+                lines.append(f"      {chain}  p={ex.chains[chain].parallelism}: {step.operator}")
+            else:
+                lines[-1] += f" -> {step.operator}"
+        ends = [f"{t} ({'snapshot state' if g.vertices[t].stateful else 'stage output'})" for t in cyc.tails]
+        lines.append(f"    tails: {', '.join(ends)}")
+    return lines
+
+
 def explain(plan: CompiledPlan) -> str:
-    """Both plans as text: the logical graph, the physical chains/groups/cycle, the state layout."""
+    """Both plans as text: the logical graph, the physical plan as it runs, the state layout."""
     g = plan.graph
     wm = g.watermark
     late = wm["late"] if isinstance(wm["late"], str) else f"side sink {wm['late']['sink']['kind']}"
@@ -78,17 +102,8 @@ def explain(plan: CompiledPlan) -> str:
         for e in g.outputs(vid):
             part = f"KEY({', '.join(e.keys)})" if e.partitioning == Partitioning.KEY else e.partitioning.value
             lines.append(f"      -> {e.target}  {part}")
-    lines += ["", "Physical plan (ExecutionGraph)"]
-    ex = plan.execution
-    for cyc in ex.cycles:
-        lines.append(f"  {cyc.id}: {cyc.mode} mode, one round per cycle window")
-        lines.append(f"    heads: {', '.join(cyc.heads)}    tails: {', '.join(cyc.tails)}")
-        for gid in cyc.groups:
-            grp = ex.groups[gid]
-            lines.append(f"    {gid}  (ends at: {grp.boundary})")
-            for cid in grp.chains:
-                ch = ex.chains[cid]
-                lines.append(f"      {cid}  p={ch.parallelism}: {' -> '.join(ch.operators)}")
+    lines += ["", "Physical plan (ExecutionGraph): what runs, in this order"]
+    lines += _physical(plan)
     layout = g.state_layout()
     lines += ["", "State layout (what a checkpoint must fit)"]
     if not layout:

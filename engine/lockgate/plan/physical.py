@@ -2,18 +2,31 @@
 
 Forward edges between operators of equal parallelism are fused into chains (Arroyo's
 OperatorChain): one chain runs as one pipelined Spark stage. Chains are grouped into
-ExecutionGroups (GeaFlow): a group is pipelined inside and materialised at its boundary,
-which is where a KEY shuffle or a stateful operator's merge with its snapshot happens.
-The whole graph of one pipeline is one Cycle: the unit the cycle scheduler runs once per
-cycle window (a stream runs it window after window; a batch run once).
+ExecutionGroups (GeaFlow): a group is pipelined inside and exchanges data with other
+groups in batch mode, which is where a KEY shuffle or a stateful operator's merge with
+its snapshot happens; an operator whose output several consumers read is materialised
+(persisted for the round) so that it is computed once. The whole graph of one pipeline
+is one Cycle: the unit the cycle scheduler runs once per cycle window (a stream runs it
+window after window; a batch once).
+
+The ExecutionGraph is what runs: the cycle runner walks :attr:`ExecutionGraph.cycles`,
+each cycle's groups in order, each group's chains in order, each chain's operators in
+order (:meth:`ExecutionGraph.steps`); it reads slices at a cycle's heads and stages output
+and snapshots state at its tails. :meth:`ExecutionGraph.validate` refuses a graph that
+cannot run that way.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..errors import CompileError
 from .logical import OperatorKind, Partitioning, PipelineGraph
+
+#: a cycle run once per cycle window, window after window
+STREAM = "stream"
 
 
 @dataclass
@@ -27,23 +40,40 @@ class OperatorChain:
 
 @dataclass
 class ExecutionGroup:
-    """Chains pipelined together; groups exchange data in batch (materialised) mode."""
+    """Chains pipelined together (``chains`` in execution order); groups exchange data in
+    batch (materialised) mode."""
 
     id: str
     chains: list[str]
     #: why the group ends: "shuffle", "state" (a stateful merge) or "sink"
     boundary: str
+    #: operators of the group whose output more than one consumer reads: the runtime
+    #: persists it for the round, so it is computed once
+    materialized: list[str] = field(default_factory=list)
 
 
 @dataclass
 class Cycle:
-    """The schedulable unit: a set of groups run once per cycle round (one window)."""
+    """The schedulable unit: groups run in order once per cycle round (one window).
+
+    ``mode`` is how rounds repeat: :data:`STREAM`, one round per cycle window.
+    """
 
     id: str
     groups: list[str]
-    mode: str  # "stream": one round per window
-    heads: list[str] = field(default_factory=list)  # source operators
-    tails: list[str] = field(default_factory=list)  # sink operators and state snapshots
+    mode: str
+    heads: list[str] = field(default_factory=list)  # where slices are read: source operators
+    tails: list[str] = field(default_factory=list)  # where output is staged (sinks) and state snapshotted
+
+
+@dataclass(frozen=True)
+class Step:
+    """One operator of a cycle round, with the group and chain it runs in."""
+
+    cycle: str
+    group: str
+    chain: str
+    operator: str
 
 
 @dataclass
@@ -55,6 +85,52 @@ class ExecutionGraph:
     cycles: list[Cycle]
     chain_of: dict[str, str]
 
+    def steps(self, cycle: Cycle) -> Iterator[Step]:
+        """``cycle``'s operators in the order they run: groups, then chains, then operators."""
+        for gid in cycle.groups:
+            for cid in self.groups[gid].chains:
+                for op in self.chains[cid].operators:
+                    yield Step(cycle.id, gid, cid, op)
+
+    def execution_order(self) -> list[str]:
+        """Every operator in the order a round runs it (cycle after cycle)."""
+        return [s.operator for c in self.cycles for s in self.steps(c)]
+
+    def validate(self, graph: PipelineGraph) -> None:
+        """Refuse a graph the runtime cannot run from alone: unknown groups, chains or
+        operators; an operator missing or run twice; an operator run before one of its
+        inputs; heads that are not the cycle's sources, tails that are not its sinks and
+        stateful operators. Raises :class:`~lockgate.errors.CompileError`."""
+        done: dict[str, Step] = {}
+        runs: list[tuple[Cycle, list[str]]] = []
+        for cycle in self.cycles:
+            for gid in cycle.groups:
+                if gid not in self.groups:
+                    raise CompileError(f"{cycle.id} runs group '{gid}', which the execution graph does not have")
+                for cid in self.groups[gid].chains:
+                    if cid not in self.chains:
+                        raise CompileError(f"{gid} runs chain '{cid}', which the execution graph does not have")
+            ran: list[str] = []
+            for step in self.steps(cycle):
+                _check_step(graph, step, done)
+                done[step.operator] = step
+                ran.append(step.operator)
+            runs.append((cycle, ran))
+        missing = [v for v in graph.topological_order() if v not in done]
+        if missing:
+            raise CompileError(
+                f"operators {', '.join(missing)} are in no group of any cycle: the execution graph must run "
+                "every operator of the plan once per round, or their output would be lost"
+            )
+        for cycle, ran in runs:
+            _check_ends(graph, cycle, ran)
+            for gid in cycle.groups:
+                group = self.groups[gid]
+                ops = {op for cid in group.chains for op in self.chains[cid].operators}
+                stray = [op for op in group.materialized if op not in ops]
+                if stray:
+                    raise CompileError(f"{gid} materialises {', '.join(stray)}, which it does not run")
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "chains": [asdict(c) for c in self.chains.values()],
@@ -63,8 +139,40 @@ class ExecutionGraph:
         }
 
 
+def _check_step(graph: PipelineGraph, step: Step, done: dict[str, Step]) -> None:
+    """``step`` names a known operator, not run before, whose inputs have all run."""
+    op = step.operator
+    if op not in graph.vertices:
+        raise CompileError(f"{step.chain} of {step.group} runs operator '{op}', which the plan does not have")
+    if op in done:
+        raise CompileError(f"operator '{op}' runs twice in a round: in {done[op].group} and in {step.group}")
+    for e in graph.inputs(op):
+        if e.source not in done:
+            raise CompileError(
+                f"{step.group} of {step.cycle} runs '{op}' before its input '{e.source}': the groups of a "
+                "cycle (and the chains of a group) must run in a topological order",
+                op,
+            )
+
+
+def _check_ends(graph: PipelineGraph, cycle: Cycle, ran: list[str]) -> None:
+    """The cycle's heads are exactly its sources; its tails exactly its sinks and stateful operators."""
+    heads = [op for op in ran if graph.vertices[op].kind == OperatorKind.SOURCE]
+    if sorted(cycle.heads) != sorted(heads):
+        raise CompileError(
+            f"{cycle.id} has heads {', '.join(cycle.heads) or '(none)'} but runs the sources "
+            f"{', '.join(heads) or '(none)'}: a cycle reads its slices at its sources"
+        )
+    tails = [op for op in ran if graph.vertices[op].kind == OperatorKind.SINK or graph.vertices[op].stateful]
+    if sorted(cycle.tails) != sorted(tails):
+        raise CompileError(
+            f"{cycle.id} has tails {', '.join(cycle.tails) or '(none)'} but runs the sinks and stateful "
+            f"operators {', '.join(tails) or '(none)'}: a cycle stages output and snapshots state at its tails"
+        )
+
+
 def build_execution_graph(graph: PipelineGraph) -> ExecutionGraph:
-    """Fuse forward edges into chains, chains into groups, groups into one Cycle."""
+    """Fuse forward edges into chains, chains into groups, groups into one stream Cycle."""
     order = graph.topological_order()
     chain_of: dict[str, str] = {}
     chains: dict[str, OperatorChain] = {}
@@ -104,6 +212,7 @@ def build_execution_graph(graph: PipelineGraph) -> ExecutionGraph:
             gid = f"group_{len(groups) + 1}"
             groups[gid] = ExecutionGroup(gid, [cid], "")
         group_of[cid] = gid
+        groups[gid].materialized += [o for o in chain.operators if len(graph.outputs(o)) > 1]
         if tail.kind == OperatorKind.SINK:
             groups[gid].boundary = "sink"
         elif any(graph.vertices[o].stateful for o in chain.operators):
@@ -111,11 +220,12 @@ def build_execution_graph(graph: PipelineGraph) -> ExecutionGraph:
         else:
             groups[gid].boundary = "shuffle"
 
-    cycle = Cycle(
-        id="cycle_1",
-        groups=list(groups),
-        mode="stream",
-        heads=[v.id for v in graph.sources()],
-        tails=[v.id for v in graph.sinks()] + [v.id for v in graph.vertices.values() if v.stateful],
-    )
-    return ExecutionGraph(chains, groups, [cycle], chain_of)
+    cycle = Cycle(id="cycle_1", groups=list(groups), mode=STREAM)
+    execution = ExecutionGraph(chains, groups, [cycle], chain_of)
+    order = execution.execution_order()
+    cycle.heads = [v for v in order if graph.vertices[v].kind == OperatorKind.SOURCE]
+    # sinks in the order they run, then the stateful operators whose state is snapshotted
+    cycle.tails = [v for v in order if graph.vertices[v].kind == OperatorKind.SINK]
+    cycle.tails += [v for v in order if graph.vertices[v].stateful]
+    execution.validate(graph)
+    return execution

@@ -1,6 +1,12 @@
 """One cycle round on Spark: read the window's slices, run the chains, merge keyed state,
 snapshot it, and stage every sink's output (the worker's half of a round).
 
+The round runs the physical plan (:class:`~lockgate.plan.physical.ExecutionGraph`) and
+nothing else: every cycle in order; at its heads the window's slices are read; then its
+groups in order, each group's chains in order, each chain's operators in order (what
+``lockgate explain`` prints); at its tails state is snapshotted and sink output staged.
+Outputs a group materialises (read by several consumers) are persisted for the round.
+
 Small states are collected to the driver and written as one Parquet file, which saves a
 distributed write and its commit protocol; an empty state writes nothing. A Parquet
 sink's small output is staged the same way. :func:`driver_rows` says what "small" is.
@@ -14,6 +20,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -22,14 +29,15 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from ..checkpoint.snapshots import SnapshotStore
-from ..errors import InvalidArgumentError
-from ..plan.compile import CompiledPlan, struct_of
-from ..plan.logical import OperatorKind
+from ..errors import CompileError, InvalidArgumentError
+from ..plan.compile import CompiledPlan
+from .analysis import struct_of
 from .context import CycleContext
 from .results import CycleResult, RestorePoint, late_sink_config
 from .sinks import driver_stageable, driver_writable, stage_sink, stage_table
 from .sources import read_slice, slices_by_arrival
 from .translate import translate
+from .walk import OperatorStep, walk_cycles
 
 
 def driver_rows(setting: str, default: int = 200_000) -> int:
@@ -62,6 +70,17 @@ def _within(rows: int | None, limit: int) -> bool:
     return limit > 0 and rows is not None and rows <= limit
 
 
+@dataclass
+class _Round:
+    """What one round accumulates while it runs."""
+
+    frames: dict[str, DataFrame] = field(default_factory=dict)
+    observations: dict[str, Observation] = field(default_factory=dict)
+    counts: dict[str, tuple[int, int]] = field(default_factory=dict)
+    positions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    late_frames: dict[str, DataFrame] = field(default_factory=dict)
+
+
 class CycleRunner:
     """Runs rounds of one compiled plan on one SparkSession (a Worker's engine)."""
 
@@ -72,8 +91,10 @@ class CycleRunner:
         self.home = home
         self.snapshots = snapshots
         g = plan.graph
-        self._order = g.topological_order()
-        self._fanout = {v for v in g.vertices if len(g.outputs(v)) > 1}
+        #: the ExecutionGraph's cycles, as every round walks them
+        self._walks = walk_cycles(g, plan.execution)
+        #: the operators the last round ran, in the order it ran them
+        self.run_order: list[str] = []
         self._schemas = {vid: struct_of(v.schema) for vid, v in g.vertices.items()}
         self._state_schemas = {
             f"{vid}.{t}": struct_of(cols) for vid, v in g.vertices.items() for t, cols in v.state.items()
@@ -134,9 +155,8 @@ class CycleRunner:
         return staged
 
     def bounds(self, window: int) -> tuple[int, int]:
-        g = self.plan.graph
-        start = g.origin_us + window * g.cycle_window_us
-        return start, start + g.cycle_window_us
+        """``(start, end)`` of cycle window ``window`` in microseconds, end exclusive."""
+        return self.plan.graph.clock.bounds_us(window)
 
     def _load_state(self, restore: RestorePoint | None) -> dict[str, DataFrame]:
         if restore is None or restore.snapshot_uri is None:
@@ -163,6 +183,34 @@ class CycleRunner:
         ts = pc.cast(table[cfg["event_time"]], pa.int64())
         return table.num_rows, int(pc.sum(pc.less(ts, watermark_us)).as_py() or 0)
 
+    def _read_head(self, ctx: CycleContext, head: OperatorStep, round_: _Round) -> None:
+        """Read the window's slice of source ``head``: drop (or set aside for the late sink)
+        the records below the watermark, and count rows without an extra Spark job."""
+        v = head.vertex
+        cfg = v.config["source"]
+        piece = read_slice(self.spark, cfg, self._schemas[v.id], ctx.start_us, ctx.end_us)
+        round_.positions[v.id] = piece.position
+        df = piece.df
+        by_arrival = slices_by_arrival(cfg)
+        late = F.col(cfg["event_time"]) < F.timestamp_micros(F.lit(ctx.prev_watermark_us))
+        if piece.table is not None or piece.empty:
+            round_.counts[v.id] = self._count_on_driver(piece.table, cfg, ctx.prev_watermark_us, by_arrival)
+        else:
+            obs = Observation(f"lg_{v.id}_{uuid.uuid4().hex[:8]}")
+            metrics = [F.count(F.lit(1)).alias("rows")]
+            if by_arrival:
+                metrics.append(F.coalesce(F.sum(late.cast("long")), F.lit(0)).alias("late"))
+            df = df.observe(obs, *metrics)
+            round_.observations[v.id] = obs
+        if by_arrival:
+            if not isinstance(self.plan.graph.watermark["late"], str):
+                df = ctx.cache(df.withColumn("__late", late))
+                round_.late_frames[v.id] = df.filter(F.col("__late")).drop("__late")
+                df = df.filter(~F.col("__late")).drop("__late")
+            else:
+                df = df.filter(~late)
+        round_.frames[v.id] = ctx.cache(df) if head.materialize else df
+
     def run(self, window: int, attempt: int, restore: RestorePoint | None) -> CycleResult:
         """Process cycle window ``window``; returns the staged output and the new snapshot."""
         g = self.plan.graph
@@ -182,64 +230,47 @@ class CycleRunner:
             parallelism=max(v.parallelism for v in g.vertices.values()),
             state_in=state_in,
         )
-        frames: dict[str, DataFrame] = {}
-        observations: dict[str, Observation] = {}
-        counts: dict[str, tuple[int, int]] = {}
-        positions: dict[str, dict[str, Any]] = {}
-        late_frames: dict[str, DataFrame] = {}
-        late_cfg = g.watermark["late"]
+        round_ = _Round()
+        ran: list[str] = []
+        read_s = plan_s = 0.0
         try:
-            for v in g.sources():
-                cfg = v.config["source"]
-                piece = read_slice(self.spark, cfg, self._schemas[v.id], start, end)
-                positions[v.id] = piece.position
-                df = piece.df
-                by_arrival = slices_by_arrival(cfg)
-                late = F.col(cfg["event_time"]) < F.timestamp_micros(F.lit(ctx.prev_watermark_us))
-                if piece.table is not None or piece.empty:
-                    counts[v.id] = self._count_on_driver(piece.table, cfg, ctx.prev_watermark_us, by_arrival)
-                else:
-                    obs = Observation(f"lg_{v.id}_{uuid.uuid4().hex[:8]}")
-                    metrics = [F.count(F.lit(1)).alias("rows")]
-                    if by_arrival:
-                        metrics.append(F.coalesce(F.sum(late.cast("long")), F.lit(0)).alias("late"))
-                    df = df.observe(obs, *metrics)
-                    observations[v.id] = obs
-                if by_arrival:
-                    if not isinstance(late_cfg, str):
-                        df = ctx.cache(df.withColumn("__late", late))
-                        late_frames[v.id] = df.filter(F.col("__late")).drop("__late")
-                        df = df.filter(~F.col("__late")).drop("__late")
-                    else:
-                        df = df.filter(~late)
-                frames[v.id] = ctx.cache(df) if v.id in self._fanout else df
-            timings["read"] = time.perf_counter() - t0
-
-            t1 = time.perf_counter()
             sinks: list[tuple[str, DataFrame, dict[str, Any]]] = []
-            for vid in self._order:
-                v = g.vertices[vid]
-                if v.kind == OperatorKind.SOURCE:
-                    continue
-                inputs = [frames[e.source] for e in g.inputs(vid)]
-                out = translate(ctx, g, v, inputs, self.plan.fns)
-                if vid in self._fanout:
-                    out = ctx.cache(out)
-                frames[vid] = out
-                if v.kind == OperatorKind.SINK:
-                    sinks.append((vid, out, v.config["sink"]))
-            for src, df in late_frames.items():
+            state_tables: list[str] = []
+            for walk in self._walks:
+                t = time.perf_counter()
+                for head in walk.heads:  # the cycle's head: read the window's slices
+                    self._read_head(ctx, head, round_)
+                read_s += time.perf_counter() - t
+                t = time.perf_counter()
+                frames = round_.frames
+                for op in walk.operators:  # groups, chains, operators: the ExecutionGraph's order
+                    ran.append(op.vertex.id)
+                    if op.head:
+                        continue  # its slice was read at the head
+                    out = translate(ctx, g, op.vertex, [frames[i] for i in op.inputs], self.plan.fns)
+                    frames[op.vertex.id] = ctx.cache(out) if op.materialize else out
+                # the cycle's tail: its sinks' output and its stateful operators' state
+                sinks += [(vid, frames[vid], cfg) for vid, cfg in walk.sinks]
+                state_tables += [t for t in walk.state_tables if t in ctx.state_out]
+                plan_s += time.perf_counter() - t
+            self.run_order = ran
+            late_cfg = g.watermark["late"]
+            for src, df in round_.late_frames.items():
                 sinks.append((f"late.{src}", df, late_sink_config(late_cfg["sink"], src)))
-            timings["plan"] = time.perf_counter() - t1
+            timings["read"] = timings["state_load"] + read_s  # from the round's start, as it always was
+            timings["plan"] = plan_s
+            if len(state_tables) != len(ctx.state_out):
+                stray = ", ".join(sorted(set(ctx.state_out) - set(state_tables)))
+                raise CompileError(f"state {stray} was produced by no tail of the execution graph's cycles")
 
             # snapshots first: they compute the round's cached state the sinks then reuse
             t2 = time.perf_counter()
             snapshot_uri = None
             manifest: dict[str, Any] = {}
-            if ctx.state_out:
+            if state_tables:
                 snapshot_uri = self.snapshots.snapshot_uri(self.job, window, attempt)
-                for table, df in ctx.state_out.items():
-                    manifest[table] = self._snapshot(snapshot_uri, table, df, restore, timings)
+                for table in state_tables:
+                    manifest[table] = self._snapshot(snapshot_uri, table, ctx.state_out[table], restore, timings)
             timings["snapshot"] = time.perf_counter() - t2
 
             t3 = time.perf_counter()
@@ -248,7 +279,8 @@ class CycleRunner:
                 staged[name] = self._stage(name, df, sink_cfg, window, attempt)
             timings["stage"] = time.perf_counter() - t3
             timings["write"] = time.perf_counter() - t2
-            for vid, obs in observations.items():
+            counts = round_.counts
+            for vid, obs in round_.observations.items():
                 m = obs.get
                 counts[vid] = (int(m.get("rows") or 0), int(m.get("late") or 0))
             rows_in = sum(c[0] for c in counts.values())
@@ -263,7 +295,7 @@ class CycleRunner:
             staged=staged,
             snapshot_uri=snapshot_uri,
             snapshot_manifest=manifest,
-            positions=positions,
+            positions=round_.positions,
             rows_in=rows_in,
             rows_out=rows_out,
             late_rows=late_rows,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -62,7 +62,7 @@ def translate(
     graph: PipelineGraph,
     v: PipelineVertex,
     inputs: list[DataFrame],
-    fns: dict[str, Callable[..., Any]],
+    fns: Mapping[str, Callable[..., Any]],
 ) -> DataFrame:
     """The output DataFrame of vertex ``v`` for this cycle round."""
     cfg = v.config

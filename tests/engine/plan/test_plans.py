@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import copy
 from datetime import timedelta
 
+import pytest
+
 import lockgate as lg
-from lockgate.plan import OperatorKind, Partitioning, PipelineGraph, compile_pipeline, explain, explain_json
+from lockgate.errors import CompileError
+from lockgate.plan import OperatorKind, Partitioning, PipelineGraph, explain, explain_json
+from lockgate.runtime.compiler import compile_pipeline
 
 
 def build(threshold: int = 100) -> lg.Pipeline:
@@ -64,3 +69,40 @@ def test_explain_text_and_json(spark):
     assert data["plan_version"] == plan.version
     assert {v["id"] for v in data["logical"]["vertices"]} == {"bids", "big", "eur", "per_auction", "out"}
     assert data["physical"]["cycles"][0]["mode"] == "stream"
+
+
+def test_explain_prints_the_physical_plan_in_the_order_it_runs(spark):
+    plan = compile_pipeline(build(), spark)
+    physical = explain(plan).split("Physical plan (ExecutionGraph)")[1].split("State layout")[0]
+    assert "heads (read the window's slice): bids" in physical
+    assert "tails: out (stage output), per_auction (snapshot state)" in physical
+    lines = ["group_1  (ends at: shuffle)", "chain_1  p=1: bids", "chain_2  p=2: big -> eur",
+             "group_2  (ends at: sink)", "chain_3  p=2: per_auction -> out"]
+    at = [physical.index(line) for line in lines]
+    assert at == sorted(at)
+    assert plan.execution.execution_order() == ["bids", "big", "eur", "per_auction", "out"]
+
+
+def test_an_execution_graph_that_cannot_run_is_refused(spark):
+    plan = compile_pipeline(build(), spark)
+    plan.execution.validate(plan.graph)  # what compile builds runs
+
+    chains_swapped = copy.deepcopy(plan.execution)
+    chains_swapped.groups["group_1"].chains = ["chain_2", "chain_1"]
+    with pytest.raises(CompileError, match=r"runs 'big' before its input 'bids'"):
+        chains_swapped.validate(plan.graph)
+
+    twice = copy.deepcopy(plan.execution)
+    twice.groups["group_2"].chains = ["chain_2", "chain_3"]
+    with pytest.raises(CompileError, match=r"operator 'big' runs twice in a round: in group_1 and in group_2"):
+        twice.validate(plan.graph)
+
+    no_snapshot = copy.deepcopy(plan.execution)
+    no_snapshot.cycles[0].tails = ["out"]
+    with pytest.raises(CompileError, match=r"has tails out but runs the sinks and stateful operators per_auction, out"):
+        no_snapshot.validate(plan.graph)
+
+    unknown = copy.deepcopy(plan.execution)
+    unknown.cycles[0].groups.append("group_9")
+    with pytest.raises(CompileError, match=r"cycle_1 runs group 'group_9', which the execution graph does not have"):
+        unknown.validate(plan.graph)

@@ -9,7 +9,7 @@ import pytest
 import lockgate as lg
 from lockgate.api.pipeline import Input
 from lockgate.errors import CompileError
-from lockgate.plan import compile_pipeline
+from lockgate.runtime.compiler import compile_pipeline
 
 
 def _bids(name: str = "p") -> tuple[lg.Pipeline, lg.Stream]:

@@ -1,18 +1,27 @@
 """The cycle runner's write paths: a round's small output and state go through the driver
 (collected with ``toArrow``, one Parquet file each) after the runner's first round has
 measured them; large ones, and every round with the driver paths off, through Spark's
-writers. Both paths give the same committed output."""
+writers. Both paths give the same committed output. And a round runs the ExecutionGraph
+(the plan ``explain`` prints), in its order, or refuses one it cannot run."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import glob
+import re
+from datetime import timedelta
 
 import pyarrow.parquet as pq
 import pytest
 
+import lockgate as lg
+from lockgate.checkpoint.snapshots import SnapshotStore
 from lockgate.client.embedded import EmbeddedClient
-from lockgate.errors import InvalidArgumentError
-from lockgate.runtime.cycle import driver_rows
+from lockgate.errors import CompileError, InvalidArgumentError
+from lockgate.plan import CompiledPlan, explain
+from lockgate.runtime.compiler import compile_pipeline
+from lockgate.runtime.cycle import CycleRunner, driver_rows
 from lockgate.runtime.sinks import driver_writable
 
 FIRST = 353_445_120  # 2026-01-01T00:00:00Z in 5 s cycle windows since the epoch
@@ -143,3 +152,73 @@ def test_a_variant_sink_stays_on_spark_and_reads_back_as_variant(tmp_path, spark
     back = spark.read.parquet(str(out))
     assert back.schema["doc"].dataType.typeName() == "variant"
     assert back.count() == 3 * 5 * 50 * 46 // 50  # every bid once (46 of 50 events are bids)
+
+
+# -- the ExecutionGraph is what runs ------------------------------------------------------
+
+def _fan_out() -> lg.Pipeline:
+    """One source read by two branches, each with its sink: three groups, the source's
+    output materialised for the round."""
+    p = lg.Pipeline("fanout", cycle_window=timedelta(seconds=5), parallelism=2)
+    bids = p.source(lg.NexmarkSource("bid", events_per_second=200, seed=5, start="2026-01-01T00:00:00"), name="bids")
+    bids.filter("price > 1000", name="big").sink(lg.CollectSink("big"), name="big_out")
+    bids.filter("price <= 1000", name="small").sink(lg.CollectSink("small"), name="small_out")
+    return p
+
+
+def _explained_order(text: str) -> list[str]:
+    """The operators in the order ``explain`` prints the physical plan."""
+    physical = text.split("Physical plan (ExecutionGraph)")[1].split("State layout")[0]
+    ops: list[str] = []
+    for line in physical.splitlines():
+        m = re.match(r"\s+chain_\d+\s+p=\d+: (.+)$", line)
+        if m:
+            ops += m.group(1).split(" -> ")
+    return ops
+
+
+def _runner(spark, plan: CompiledPlan, tmp_path, name: str) -> CycleRunner:
+    return CycleRunner(spark, plan, name, str(tmp_path / name), SnapshotStore(tmp_path / name / "snapshots"))
+
+
+def _with_groups(plan: CompiledPlan, groups: list[str], tails: list[str] | None = None) -> CompiledPlan:
+    """``plan`` with its cycle's groups (and tails) replaced: a hand-modified ExecutionGraph."""
+    execution = copy.deepcopy(plan.execution)
+    execution.cycles[0].groups = groups
+    execution.cycles[0].tails = tails or execution.cycles[0].tails
+    return dataclasses.replace(plan, execution=execution)
+
+
+def test_a_round_runs_the_execution_graph_explain_prints(tmp_path, spark):
+    plan = compile_pipeline(_fan_out(), spark)
+    assert plan.execution.cycles[0].groups == ["group_1", "group_2", "group_3"]
+    assert plan.execution.groups["group_1"].materialized == ["bids"]
+    runner = _runner(spark, plan, tmp_path, "planned")
+    result = runner.run(FIRST, 1, None)
+    assert runner.run_order == ["bids", "big", "big_out", "small", "small_out"]
+    assert runner.run_order == _explained_order(explain(plan)) == plan.execution.execution_order()
+    assert list(result.staged) == ["big_out", "small_out"]  # the tails, in the order they ran
+
+    # the same plan with its two branch groups swapped (still a topological order) and its
+    # tails reordered: the round runs, and stages, in the new order, with the same output
+    swapped = _with_groups(plan, ["group_1", "group_3", "group_2"], tails=["small_out", "big_out"])
+    assert "tails: small_out (stage output), big_out (stage output)" in explain(swapped)
+    runner = _runner(spark, swapped, tmp_path, "swapped")
+    again = runner.run(FIRST, 1, None)
+    assert runner.run_order == ["bids", "small", "small_out", "big", "big_out"]
+    assert runner.run_order == _explained_order(explain(swapped))
+    assert list(again.staged) == ["small_out", "big_out"]
+    assert {k: v["rows"] for k, v in again.staged.items()} == {k: v["rows"] for k, v in result.staged.items()}
+    assert again.rows_in == result.rows_in > 0
+
+
+def test_a_runner_refuses_an_execution_graph_it_cannot_run(tmp_path, spark):
+    plan = compile_pipeline(_fan_out(), spark)
+    with pytest.raises(CompileError, match=r"group_2 of cycle_1 runs 'big' before its input 'bids'.*topological"):
+        _runner(spark, _with_groups(plan, ["group_2", "group_1", "group_3"]), tmp_path, "early")
+    with pytest.raises(CompileError, match=r"operators small, small_out are in no group"):
+        _runner(spark, _with_groups(plan, ["group_1", "group_2"]), tmp_path, "dropped")
+    streamless = copy.deepcopy(plan.execution)
+    streamless.cycles[0].mode = "iterator"
+    with pytest.raises(CompileError, match=r"cycle_1 is a 'iterator' cycle: this runtime runs 'stream' cycles only"):
+        _runner(spark, dataclasses.replace(plan, execution=streamless), tmp_path, "iterator")

@@ -1,0 +1,196 @@
+"""Schema inference on Spark: the analysis :func:`lockgate.plan.compile.compile_pipeline` is handed.
+
+Every operator is translated over empty inputs with Spark's analyzer (the same
+:func:`~lockgate.runtime.translate.translate` a cycle round runs), so an unknown column
+or a type error is reported at compile time, naming the operator and the fix, exactly as
+it would fail at run time. :class:`SparkSchemaInference` fills in every vertex's schema,
+event-time column and state layout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType, TimestampNTZType, TimestampType
+
+from ..errors import CompileError
+from ..plan.logical import Column, Partitioning, PipelineGraph, PipelineVertex
+from .context import CycleContext
+from .sources import source_schema
+from .translate import translate
+
+
+class SparkSchemaInference:
+    """A :class:`~lockgate.plan.compile.SchemaInference` backed by Spark's analyzer.
+
+    With no ``spark``, the process's session is started when the first graph is analysed
+    (so a structural error is reported without starting Spark).
+    """
+
+    def __init__(self, spark: SparkSession | None = None):
+        self.spark = spark
+
+    def __call__(self, graph: PipelineGraph, fns: Mapping[str, Callable[..., Any]]) -> None:
+        """Fill in every vertex's schema, event-time column and state layout."""
+        if self.spark is None:
+            from .session import get_spark
+
+            self.spark = get_spark()
+        _analyze(graph, fns, self.spark)
+
+
+def _columns(schema: StructType) -> list[Column]:
+    """Spark fields as plan columns (name, ``simpleString`` type, nullability)."""
+    return [Column(f.name, f.dataType.simpleString(), f.nullable) for f in schema.fields]
+
+
+def struct_of(cols: list[Column]) -> StructType:
+    """The Spark schema of plan columns."""
+    return StructType.fromDDL(", ".join(f"`{c.name}` {c.type}" for c in cols)) if cols else StructType([])
+
+
+def _is_timestamp(schema: StructType, col: str) -> bool:
+    return col in schema.fieldNames() and isinstance(schema[col].dataType, TimestampType | TimestampNTZType)
+
+
+def _check_columns(v: PipelineVertex, schema: StructType, cols: list[str], what: str, fix: str) -> None:
+    names = schema.fieldNames()
+    for c in cols:
+        if c not in names:
+            raise CompileError(f"{what} column '{c}' is not in its input (columns: {', '.join(names)}); {fix}", v.id)
+
+
+def _analyze(graph: PipelineGraph, fns: Mapping[str, Callable[..., Any]], spark: SparkSession) -> None:
+    """Fill in every vertex's schema, event-time column and state layout."""
+    ctx = CycleContext(spark, 0, 0, 0, 0, 0, analysis=True)
+    frames: dict[str, DataFrame] = {}
+    for vid in graph.topological_order():
+        v = graph.vertices[vid]
+        ins = graph.inputs(vid)
+        in_schemas = [frames[e.source].schema for e in ins]
+        for e, s in zip(ins, in_schemas, strict=True):
+            if e.partitioning == Partitioning.KEY:
+                _check_columns(v, s, e.keys, "key_by", "key by a column the stream has")
+        if v.op == "source":
+            try:
+                schema = source_schema(v.config["source"])
+            except CompileError as err:
+                raise CompileError(str(err), vid) from None
+            frames[vid] = spark.createDataFrame([], schema)
+            et = v.config["source"]["event_time"]
+            _check_columns(v, schema, [et], "event_time", "set event_time= to a timestamp column of the source")
+            if not _is_timestamp(schema, et):
+                raise CompileError(
+                    f"event_time column '{et}' is {schema[et].dataType.simpleString()}, not a timestamp: "
+                    "cast it in the source or point event_time= at a TIMESTAMP column",
+                    vid,
+                )
+            v.event_time = et
+            v.schema = _columns(schema)
+            continue
+        _validate_inputs(graph, v, in_schemas)
+        inputs = [frames[e.source] for e in ins]
+        try:
+            out = translate(ctx, graph, v, inputs, fns)
+            schema = out.schema
+        except AnalysisException as err:
+            msg = str(err).strip().splitlines()[0]
+            cols = ", ".join(in_schemas[0].fieldNames()) if in_schemas else ""
+            raise CompileError(f"{msg} (input columns: {cols})", vid) from None
+        dupes = sorted({n for n in schema.fieldNames() if schema.fieldNames().count(n) > 1})
+        if dupes:
+            raise CompileError(
+                f"output has duplicate column names {', '.join(dupes)}: rename the aggregate or column "
+                "(e.g. an aggregate named like a key, or a key called window_start)",
+                vid,
+            )
+        frames[vid] = out
+        v.schema = _columns(schema)
+        v.state = {k.split(".", 1)[1]: _columns(df.schema) for k, df in ctx.state_out.items() if k.startswith(vid + ".")}
+        _propagate_event_time(graph, v, schema)
+
+
+def _validate_inputs(graph: PipelineGraph, v: PipelineVertex, in_schemas: list[StructType]) -> None:
+    cfg = v.config
+    up = [graph.vertices[e.source] for e in graph.inputs(v.id)]
+    if v.op in ("window_aggregate", "running_aggregate", "deduplicate"):
+        s = in_schemas[0]
+        _check_columns(v, s, cfg["keys"], "key", "key_by a column the stream has")
+        for name, a in cfg.get("aggs", {}).items():
+            if a["column"]:
+                _check_columns(v, s, [a["column"]], f"aggregate '{name}'", "aggregate a column the stream has")
+    if v.op in ("window_aggregate", "join"):
+        spec = cfg["window"]
+        for u, s in zip(up, in_schemas, strict=False):
+            col = spec.get("on") or u.event_time
+            if col is None:
+                raise CompileError(
+                    f"the stream from '{u.id}' has no event-time column (an operator before dropped it): "
+                    "keep the source's event-time column, or pass on= to the window",
+                    v.id,
+                )
+            if not _is_timestamp(s, col):
+                typ = s[col].dataType.simpleString() if col in s.fieldNames() else "missing"
+                raise CompileError(
+                    f"window on column '{col}' of type {typ}: windows need a TIMESTAMP column; convert it "
+                    f"first, e.g. .with_column('{col}', 'timestamp_millis({col})')",
+                    v.id,
+                )
+    if v.op == "deduplicate" and up[0].event_time is None:
+        pass  # dedup without event time keeps the first record by column order
+    if v.op == "join":
+        ls, rs = in_schemas
+        _check_columns(v, ls, cfg["left_on"], "join key", "join on columns both streams have")
+        _check_columns(v, rs, cfg["right_on"], "join key", "join on columns both streams have")
+        for lk, rk in zip(cfg["left_on"], cfg["right_on"], strict=True):
+            lt, rt = ls[lk].dataType.simpleString(), rs[rk].dataType.simpleString()
+            if lt != rt:
+                raise CompileError(
+                    f"join key types differ: left '{lk}' is {lt}, right '{rk}' is {rt}; cast one side with "
+                    "with_column first",
+                    v.id,
+                )
+    if v.op == "union":
+        first = in_schemas[0]
+        base = {f.name: f.dataType.simpleString() for f in first.fields}
+        for u, s in zip(up[1:], in_schemas[1:], strict=True):
+            other = {f.name: f.dataType.simpleString() for f in s.fields}
+            if other != base:
+                missing = sorted(set(base) ^ set(other))
+                typed = sorted(c for c in set(base) & set(other) if base[c] != other[c])
+                detail = []
+                if missing:
+                    detail.append(f"columns only on one side: {', '.join(missing)}")
+                if typed:
+                    detail.append(
+                        "types differ: " + ", ".join(f"{c} ({base[c]} vs {other[c]})" for c in typed)
+                    )
+                raise CompileError(
+                    f"union of '{up[0].id}' and '{u.id}' has mismatched schemas ({'; '.join(detail)}); "
+                    "select the same columns with the same types on every input",
+                    v.id,
+                )
+        ets = {u.event_time for u in up}
+        if len(ets) > 1:
+            raise CompileError(
+                f"union inputs have different event-time columns ({', '.join(sorted(str(e) for e in ets))})",
+                v.id,
+            )
+
+
+def _propagate_event_time(graph: PipelineGraph, v: PipelineVertex, schema: StructType) -> None:
+    if v.op in ("window_aggregate", "join"):
+        v.event_time, v.event_time_is_end = "window_end", True
+        return
+    if v.op == "running_aggregate":
+        v.event_time, v.event_time_is_end = "as_of", True
+        return
+    up = graph.vertices[graph.inputs(v.id)[0].source]
+    if up.event_time and _is_timestamp(schema, up.event_time):
+        v.event_time, v.event_time_is_end = up.event_time, up.event_time_is_end
+
+
+__all__ = ["SparkSchemaInference", "struct_of"]
