@@ -24,8 +24,9 @@ from ..control.scheduler import CycleEvent, CycleScheduler
 from ..control.states import is_terminal
 from ..defaults import default_home, default_spark_master
 from ..errors import JobStateError, LockgateError
-from ..plan.compile import CompiledPlan, compile_pipeline
+from ..plan.compile import CompiledPlan
 from ..plan.explain import explain
+from ..runtime.compiler import compile_pipeline
 from ..runtime.cycle import CycleRunner
 from ..runtime.results import CycleResult, RestorePoint
 from .base import (

@@ -132,8 +132,8 @@ class Worker:
     def _compile(self, request_id: int, pipeline: str, job: str | None) -> None:
         from ..api.loader import load_pipeline
         from ..checkpoint.snapshots import SnapshotStore
-        from ..plan.compile import compile_pipeline
         from ..plan.explain import explain
+        from ..runtime.compiler import compile_pipeline
         from ..runtime.cycle import CycleRunner
 
         self.status = "compiling"
