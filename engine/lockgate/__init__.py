@@ -37,7 +37,6 @@ from .api import (
 )
 from .client.base import AsyncClient, CheckpointInfo, Client, CompileResult, JobEvent, JobInfo, RunResult
 from .clock import WindowClock
-from .control.states import TERMINAL_STATES, JobState, is_terminal
 from .errors import (
     CompileError,
     JobNotFoundError,
@@ -46,6 +45,7 @@ from .errors import (
     StateLayoutError,
     WindowGapError,
 )
+from .states import TERMINAL_STATES, JobState, is_terminal
 
 __version__ = "0.1.0"
 

@@ -21,7 +21,6 @@ from ..checkpoint.snapshots import SnapshotStore
 from ..clock import to_micros
 from ..control.jobs import JobOperations, compile_result, windows_for
 from ..control.scheduler import CycleEvent, CycleScheduler
-from ..control.states import is_terminal
 from ..defaults import default_home, default_spark_master
 from ..errors import JobStateError, LockgateError
 from ..plan.compile import CompiledPlan
@@ -29,6 +28,7 @@ from ..plan.explain import explain
 from ..runtime.compiler import compile_pipeline
 from ..runtime.cycle import CycleRunner
 from ..runtime.results import CycleResult, RestorePoint
+from ..states import is_terminal
 from .base import (
     AsyncClient,
     CheckpointInfo,

@@ -21,9 +21,9 @@ from ..errors import InvalidArgumentError, JobNotFoundError
 from ..plan.logical import PipelineGraph
 from ..runtime.availability import available_from, available_until
 from ..runtime.committers import committer_for
+from ..states import JobState, is_terminal
 from .info import CheckpointInfo, CompileResult, JobInfo
 from .scheduler import CycleScheduler, RunSummary, sinks_of
-from .states import JobState, is_terminal
 from .transitions import JobTransitions
 
 RUN_REQUEST_KEY = "lockgate_run"

@@ -36,8 +36,8 @@ from ..plan.logical import PipelineGraph
 from ..runtime.availability import slices_by_arrival
 from ..runtime.committers import committer_for
 from ..runtime.results import CycleResult, RestorePoint, late_sink_config
+from ..states import JobState, is_terminal
 from . import faults
-from .states import JobState, is_terminal
 from .transitions import JobTransitions
 
 log = get_logger("scheduler")

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from ..checkpoint.catalog import Catalog
 from ..errors import JobStateError
 from ..logs import get_logger, log_event
-from .states import TRANSITIONS, JobState, is_terminal
+from ..states import TRANSITIONS, JobState, is_terminal
 
 log = get_logger("control.transitions")
 

@@ -20,7 +20,6 @@ from ..checkpoint.catalog import Catalog
 from ..checkpoint.snapshots import SnapshotStore
 from ..control.info import CheckpointInfo, CompileResult, JobEvent, JobInfo
 from ..control.jobs import JobOperations, compile_result, windows_for
-from ..control.states import JobState, is_terminal
 from ..control.transitions import JobTransitions
 from ..errors import (
     CheckpointNotFoundError,
@@ -31,6 +30,7 @@ from ..errors import (
     WindowGapError,
 )
 from ..logs import get_logger, log_event
+from ..states import JobState, is_terminal
 from .config import ServerConfig
 from .pool import WorkerPool
 from .runner import JobRunner, RemotePlan, RunContext, RunSpec, compile_failure, plan_from

@@ -34,12 +34,12 @@ from ..checkpoint.snapshots import SnapshotStore
 from ..control.info import JobEvent, RunResult
 from ..control.jobs import RESET_KEY, RUN_REQUEST_KEY, JobOperations
 from ..control.scheduler import CycleEvent, CycleScheduler
-from ..control.states import JobState
 from ..control.transitions import JobTransitions
 from ..errors import CompileError, FencedError, LockgateError
 from ..logs import get_logger, log_event
 from ..plan.logical import PipelineGraph
 from ..runtime.results import CycleResult, RestorePoint
+from ..states import JobState
 from .config import ServerConfig
 from .errors import FATAL_CODES, CycleFailedError, WorkerLostError, WorkerStartError, rebuild
 from .generated import lockgate_worker_pb2 as wpb

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from lockgate.checkpoint.catalog import Catalog
-from lockgate.control.states import TRANSITIONS, JobState
 from lockgate.control.transitions import JobTransitions, path_between
 from lockgate.errors import FencedError, JobStateError
+from lockgate.states import TRANSITIONS, JobState
 
 S = JobState
 

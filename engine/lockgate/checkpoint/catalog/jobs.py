@@ -14,8 +14,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.exc import IntegrityError
 
-from ...control.states import JobState, check_transition, parse_state
 from ...errors import FencedError, InvalidArgumentError, JobNotFoundError
+from ...states import JobState, check_transition, parse_state
 from .base import CatalogBase
 from .connection import fetch_all, fetch_one
 from .records import JobRecord, TransitionRecord, job_record, transition_record

@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy.engine import RowMapping
 
-from ...control.states import JobState
+from ...states import JobState
 
 
 class CycleState(StrEnum):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from ..errors import JobStateError
+from .errors import JobStateError
 
 
 class JobState(StrEnum):
