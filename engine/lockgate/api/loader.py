@@ -19,7 +19,7 @@ def load_pipeline(ref: str) -> Pipeline:
     ``:attr`` may be left out when the module has a single pipeline named ``pipeline``.
 
     >>> load_pipeline("examples/nexmark_demo.py:pipeline")
-    Pipeline('nexmark_demo', ...)
+    Pipeline('nexmark_demo', operators=['bids', 'auction_windows', 'auction_windows_files', 'bidder_totals', 'bidder_totals_sink'])
     """
     target, _, attr = ref.partition(":")
     attr = attr or "pipeline"

@@ -21,9 +21,9 @@ def compile_pipeline(pipeline: Pipeline, spark: SparkSession | None = None) -> C
 
     Raises :class:`~lockgate.errors.CompileError` naming the operator and the fix.
 
-    >>> plan = compile_pipeline(pipeline)
-    >>> plan.version            # the plan version: a stable hash
-    '3f9c0a6e1d2b4c5a'
+    >>> plan = compile_pipeline(load_pipeline("examples/nexmark_demo.py:pipeline"))
+    >>> len(plan.version), plan.execution.cycles[0].mode    # a stable 16-hex-digit hash; one stream cycle
+    (16, 'stream')
     """
     return compile_with(pipeline, SparkSchemaInference(spark))
 
