@@ -20,7 +20,7 @@ from ..checkpoint.catalog import Catalog
 from ..checkpoint.snapshots import SnapshotStore
 from ..clock import to_micros
 from ..control.jobs import JobOperations, compile_result, windows_for
-from ..control.scheduler import CycleEvent, CycleScheduler
+from ..control.scheduler import CycleScheduler
 from ..defaults import default_home, default_spark_master
 from ..errors import JobStateError, LockgateError
 from ..plan.compile import CompiledPlan
@@ -51,21 +51,6 @@ class LocalCycleExecutor:
 
     def run_cycle(self, window: int, attempt: int, restore: RestorePoint | None) -> CycleResult:
         return self.runner.run(window, attempt, restore)
-
-
-def _event(e: CycleEvent) -> JobEvent:
-    return JobEvent(
-        kind=e.kind,
-        job=e.job,
-        window=e.window,
-        state=e.state,
-        rows_in=e.rows_in,
-        rows_out=e.rows_out,
-        late_rows=e.late_rows,
-        timings=dict(e.timings),
-        message=e.message,
-        at=e.at,
-    )
 
 
 class EmbeddedClient(Client):
@@ -114,10 +99,9 @@ class EmbeddedClient(Client):
 
     def _scheduler(self, plan: CompiledPlan, job: str, on_event: EventHandler | None) -> CycleScheduler:
         runner = CycleRunner(self.spark, plan, job, self.home, self.snapshots)
-        handler = (lambda e: on_event(_event(e))) if on_event else None
         return CycleScheduler(
             self.catalog, self.snapshots, plan.graph, job, self.home, LocalCycleExecutor(runner),
-            self.keep_checkpoints, handler,
+            self.keep_checkpoints, on_event,
         )
 
     def _prepared(

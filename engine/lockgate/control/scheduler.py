@@ -25,7 +25,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..checkpoint.catalog import Catalog, CheckpointRecord
@@ -38,6 +38,7 @@ from ..runtime.committers import committer_for
 from ..runtime.results import CycleResult, RestorePoint, late_sink_config
 from ..states import JobState, is_terminal
 from . import faults
+from .info import JobEvent
 from .transitions import JobTransitions
 
 log = get_logger("scheduler")
@@ -50,20 +51,10 @@ class CycleExecutor(Protocol):
     def run_cycle(self, window: int, attempt: int, restore: RestorePoint | None) -> CycleResult: ...
 
 
-@dataclass
-class CycleEvent:
-    """Progress of a job, reported to watchers (CLI progress bar, gRPC watch, Airflow)."""
-
-    kind: str  # "state" | "cycle_started" | "cycle_done" | "cycle_failed" | "recovered"
-    job: str
-    window: int | None = None
-    state: str | None = None
-    rows_in: int = 0
-    rows_out: int = 0
-    late_rows: int = 0
-    timings: dict[str, float] = field(default_factory=dict)
-    message: str = ""
-    at: float = field(default_factory=time.time)
+def _event(kind: str, job: str, **fields: Any) -> JobEvent:
+    """An event of a run (``kind``: state, cycle_started, cycle_done, cycle_failed, recovered,
+    run_planned), stamped now."""
+    return JobEvent(kind, job, at=time.time(), **fields)
 
 
 @dataclass
@@ -132,7 +123,7 @@ class CycleScheduler:
         home: str,
         executor: CycleExecutor,
         keep_checkpoints: int = 10,
-        on_event: Callable[[CycleEvent], None] | None = None,
+        on_event: Callable[[JobEvent], None] | None = None,
     ):
         self.catalog = catalog
         self.snapshots = snapshots
@@ -158,14 +149,14 @@ class CycleScheduler:
         return self.moves.state
 
     # -- events and states -----------------------------------------------------------
-    def _emit(self, event: CycleEvent) -> None:
+    def _emit(self, event: JobEvent) -> None:
         try:
             self.on_event(event)
         except Exception:  # a watcher must never break a run
             log.exception("event handler failed")
 
     def _moved(self, state: JobState, reason: str) -> None:
-        self._emit(CycleEvent("state", self.job, state=state.value, message=reason))
+        self._emit(_event("state", self.job, state=state.value, message=reason))
 
     def enter_running(self, reason: str) -> None:
         """To RUNNING (once: a continuous run enters it once, however many ranges it runs)."""
@@ -238,7 +229,7 @@ class CycleScheduler:
                 continue
             self._commit(cyc.id, cyc.window, cyc.manifest, cyc.rows_in, cyc.rows_out, cyc.plan_version)
             log_event(log, "replayed_commit", job=self.job, window=cyc.window)
-            self._emit(CycleEvent("recovered", self.job, window=cyc.window, message="commit replayed"))
+            self._emit(_event("recovered", self.job, window=cyc.window, message="commit replayed"))
         # 3. the last complete window, its state, and nothing committed after it
         last = self.catalog.last_checkpoint(self.job)
         self.last_window = last.window if last else None
@@ -350,13 +341,13 @@ class CycleScheduler:
     def run_window(self, window: int) -> CycleResult:
         """One full round for ``window`` (which must be the next one)."""
         cycle = self.catalog.begin_cycle(self.job, window, self.generation, self.graph.version)
-        self._emit(CycleEvent("cycle_started", self.job, window=window))
+        self._emit(_event("cycle_started", self.job, window=window))
         faults.maybe_crash("before_run", window)
         try:
             result = self.executor.run_cycle(window, cycle.attempt, self.restore)
         except BaseException as err:
             self.catalog.fail_cycle(cycle.id, f"{type(err).__name__}: {err}")
-            self._emit(CycleEvent("cycle_failed", self.job, window=window, message=str(err)))
+            self._emit(_event("cycle_failed", self.job, window=window, message=str(err)))
             raise
         manifest = {**result.to_manifest(), "sinks": self.sinks}
         faults.maybe_crash("before_stage", window)
@@ -368,7 +359,7 @@ class CycleScheduler:
         result.timings.update(tail)
         self.restore = RestorePoint(window, result.snapshot_uri, result.snapshot_manifest)
         self._emit(
-            CycleEvent(
+            _event(
                 "cycle_done",
                 self.job,
                 window=window,
@@ -401,7 +392,7 @@ class CycleScheduler:
             self.check_gap(first)
             self.enter_running(f"windows {first}..{last}")
             todo = [w for w in range(first, last + 1) if self.last_window is None or w > self.last_window]
-            self._emit(CycleEvent("run_planned", self.job, window=first, message=f"{len(todo)} windows to run"))
+            self._emit(_event("run_planned", self.job, window=first, message=f"{len(todo)} windows to run"))
             for w in range(first, last + 1):
                 if self.last_window is not None and w <= self.last_window:
                     summary.windows_skipped += 1

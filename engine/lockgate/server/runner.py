@@ -33,7 +33,7 @@ from ..checkpoint.catalog import Catalog
 from ..checkpoint.snapshots import SnapshotStore
 from ..control.info import JobEvent, RunResult
 from ..control.jobs import RESET_KEY, RUN_REQUEST_KEY, JobOperations
-from ..control.scheduler import CycleEvent, CycleScheduler
+from ..control.scheduler import CycleScheduler
 from ..control.transitions import JobTransitions
 from ..errors import CompileError, FencedError, LockgateError
 from ..logs import get_logger, log_event
@@ -256,7 +256,7 @@ class JobRunner:
     def _event(self, kind: str, **fields: Any) -> None:
         self.emit(JobEvent(kind, self.job or "", at=time.time(), **fields))
 
-    def _on_cycle_event(self, e: CycleEvent) -> None:
+    def _on_cycle_event(self, e: JobEvent) -> None:
         if e.kind == "cycle_done":
             self.counts["windows_run"] += 1
             self.counts["rows_in"] += e.rows_in
@@ -265,8 +265,7 @@ class JobRunner:
             if self.restarts and time.monotonic() - self.last_restart > self.ctx.config.restart_reset_s:
                 self.restarts = 0  # healthy for a while: the restart budget and the backoff start over
                 self.backoff = self.ctx.config.restart_backoff_s
-        self.emit(JobEvent(e.kind, e.job, window=e.window, state=e.state, rows_in=e.rows_in, rows_out=e.rows_out,
-                           late_rows=e.late_rows, timings=dict(e.timings), message=e.message, at=e.at))
+        self.emit(e)
 
     # -- control -------------------------------------------------------------------------
     def start(self) -> None:
