@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import DAG, Param, task
 
+from lockgate import default_home
 from lockgate_provider.assets import lockgate_windows_alias
 from lockgate_provider.operators.lockgate import LockgateRunWindowsOperator
 
@@ -31,7 +32,7 @@ def examples_out() -> str:
     """Where the example pipelines write (the same rule as ``dags/pipelines/*.py``)."""
     out = os.environ.get("LOCKGATE_EXAMPLES_OUT")
     if not out:
-        home = os.environ.get("LOCKGATE_HOME") or os.path.join(os.path.expanduser("~"), ".lockgate")
+        home = default_home()
         out = os.path.join(home, "examples")
     return os.path.abspath(out)
 

@@ -20,6 +20,7 @@ from datetime import datetime
 
 from airflow.sdk import DAG, Param, task
 
+from lockgate import default_home
 from lockgate_provider.assets import lockgate_asset
 from lockgate_provider.operators.lockgate import LockgateStartPipelineOperator, LockgateStopPipelineOperator
 from lockgate_provider.sensors.lockgate import LockgateCheckpointSensor
@@ -34,7 +35,7 @@ def examples_out() -> str:
     """Where the example pipelines write (the same rule as ``dags/pipelines/*.py``)."""
     out = os.environ.get("LOCKGATE_EXAMPLES_OUT")
     if not out:
-        home = os.environ.get("LOCKGATE_HOME") or os.path.join(os.path.expanduser("~"), ".lockgate")
+        home = default_home()
         out = os.path.join(home, "examples")
     return os.path.abspath(out)
 

@@ -23,7 +23,7 @@ def examples_out() -> str:
     """``$LOCKGATE_EXAMPLES_OUT``, or ``examples/`` under ``$LOCKGATE_HOME`` (``~/.lockgate``)."""
     out = os.environ.get("LOCKGATE_EXAMPLES_OUT")
     if not out:
-        home = os.environ.get("LOCKGATE_HOME") or os.path.join(os.path.expanduser("~"), ".lockgate")
+        home = lg.default_home()
         out = os.path.join(home, "examples")
     return os.path.abspath(out)
 

@@ -37,6 +37,7 @@ from .api import (
 )
 from .client.base import AsyncClient, CheckpointInfo, Client, CompileResult, JobEvent, JobInfo, RunResult
 from .clock import WindowClock
+from .defaults import default_home
 from .errors import (
     CompileError,
     JobNotFoundError,
@@ -87,6 +88,7 @@ def connect_async(url: str = "embedded", **options: object) -> AsyncClient:
 __all__ = [
     "TERMINAL_STATES",
     "WindowClock",
+    "default_home",
     "is_terminal",
     "Aggregate",
     "AsyncClient",

@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..api.pipeline import EPOCH, Pipeline
-from ..api.windows import _micros
+from ..api.pipeline import Pipeline
+from ..clock import to_micros
 from ..errors import CompileError
 from .logical import OP_KINDS, Partitioning, PipelineEdge, PipelineGraph, PipelineVertex
 from .physical import ExecutionGraph, build_execution_graph
@@ -117,7 +117,7 @@ def build_graph(pipeline: Pipeline) -> PipelineGraph:
     return PipelineGraph(
         name=pipeline.name,
         cycle_window_us=pipeline.cycle_micros,
-        origin_us=_micros(pipeline.origin - EPOCH),
+        origin_us=to_micros(pipeline.origin),
         watermark=wm,
         vertices=vertices,
         edges=edges,

@@ -22,6 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lockgate.defaults import DEFAULT_SPARK_MASTER
 from lockgate.errors import InvalidArgumentError, JavaNotFoundError
 
 if TYPE_CHECKING:
@@ -128,7 +129,7 @@ def _launch_gateway_filtered(conf: dict[str, str], keep_all: bool) -> None:
 
 
 def get_spark(
-    master: str = "local[2]", app_name: str = "lockgate", conf: dict[str, str] | None = None
+    master: str = DEFAULT_SPARK_MASTER, app_name: str = "lockgate", conf: dict[str, str] | None = None
 ) -> SparkSession:
     """Return the active session, or start one on ``master`` (``local[...]``, ``spark://``, ``sc://``).
 

@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..client.base import CheckpointInfo, CompileResult, JobEvent, JobInfo, RunResult
+from ..clock import from_micros, to_micros
 from .generated import lockgate_controller_pb2 as pb
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def to_us(t: datetime) -> int:
-    t = t if t.tzinfo else t.replace(tzinfo=UTC)
-    return (t - _EPOCH) // timedelta(microseconds=1)
-
-
-def from_us(us: int) -> datetime:
-    return _EPOCH + timedelta(microseconds=us)
+to_us = to_micros
+from_us = from_micros
 
 
 def _opt(msg: Any, name: str) -> Any:
