@@ -11,7 +11,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -182,7 +182,7 @@ class EmbeddedClient(Client):
         pipeline: str,
         job: str | None,
         reset_state: bool,
-        body: Any,
+        body: Callable[[CycleScheduler, threading.Event, Callable[[], None]], object],
     ) -> JobInfo:
         """Prepare the job here, then run ``body(sched, stop, started)`` in a thread; return once
         its rounds have begun (or it ended before that: its error is raised here)."""

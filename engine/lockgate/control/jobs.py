@@ -184,14 +184,14 @@ class JobOperations:
         rec = self.catalog.get_job(job)
         self.catalog.get_checkpoint(job, window)  # a clear error when there is none, before fencing anyone
         sinks = sinks_of(self.graph(rec.plan_version)) if rec.plan_version else {}
-        moves = JobTransitions(self.catalog, job, self.catalog.acquire(job))
+        generation = self.catalog.acquire(job)
+        moves = JobTransitions(self.catalog, job, generation)
         if is_terminal(rec.state) or rec.state in (JobState.CREATED, JobState.COMPILING):
             moves.walk(JobState.SCHEDULING, f"rolling back to window {window}",
                        via_reason=f"restore to window {window} requested")
         elif rec.state != JobState.RECOVERING:
             moves.move(JobState.RECOVERING, f"restore to window {window} requested while {rec.state.value}")
-        assert moves.generation is not None
-        rolled = self.catalog.rollback_to(job, window, moves.generation)
+        rolled = self.catalog.rollback_to(job, window, generation)
         for cyc in self.catalog.abort_open_cycles(job, staged_after=window, reason=f"restore to window {window}"):
             for name, staged in (cyc.manifest.get("staged") or {}).items():
                 sink = (cyc.manifest.get("sinks") or {}).get(name) or sinks.get(name)

@@ -32,10 +32,11 @@ from ..checkpoint.snapshots import SnapshotStore
 from ..errors import CompileError, InvalidArgumentError
 from ..plan.compile import CompiledPlan
 from .analysis import struct_of
+from .availability import slices_by_arrival
 from .context import CycleContext
 from .results import CycleResult, RestorePoint, late_sink_config
 from .sinks import driver_stageable, driver_writable, stage_sink, stage_table
-from .sources import read_slice, slices_by_arrival
+from .sources import read_slice
 from .translate import translate
 from .walk import OperatorStep, walk_cycles
 

@@ -22,28 +22,9 @@ from ..clock import from_micros
 from ..errors import CompileError
 from ..filesystems import resolve
 from ..nexmark import SCHEMAS, generate
-from .availability import (
-    available_from,
-    available_until,
-    file_ranges,
-    list_files,
-    nexmark_config,
-    slice_column,
-    slices_by_arrival,
-)
+from .availability import file_ranges, list_files, nexmark_config, slice_column
 
-# the bounds moved to .availability (no Spark there); these names stay importable from here
-__all__ = [
-    "SourceSlice",
-    "available_from",
-    "available_until",
-    "list_files",
-    "nexmark_config",
-    "read_slice",
-    "slice_column",
-    "slices_by_arrival",
-    "source_schema",
-]
+__all__ = ["SourceSlice", "read_slice", "source_schema"]
 
 
 def _file_schema(cfg: dict[str, Any]) -> StructType:

@@ -35,6 +35,7 @@ from ..client.base import (
     JobInfo,
     RunResult,
 )
+from ..clock import to_micros
 from ..errors import InvalidArgumentError, LockgateError
 from . import convert, security
 from .errors import ERROR_CLASS_KEY, ControllerUnavailableError, rebuild
@@ -123,7 +124,7 @@ class GrpcClient(_Base, Client):
         return convert.job_from_pb(m)
 
     def windows_for(self, pipeline: str, start: datetime, end: datetime) -> tuple[int, int]:
-        req = pb.WindowsForRequest(pipeline=pipeline, start_us=convert.to_us(start), end_us=convert.to_us(end))
+        req = pb.WindowsForRequest(pipeline=pipeline, start_us=to_micros(start), end_us=to_micros(end))
         m = self._call("WindowsFor", req, self.long_timeout)
         return m.first, m.last
 

@@ -298,12 +298,11 @@ class Controller:
                 raise JobStateError(f"job '{job}' is being restored already")
             self._restoring.add(job)
         try:
-            try:
-                self.catalog.get_checkpoint(job, window)
-            except CheckpointNotFoundError as err:
-                # the job exists, the window has no checkpoint: a precondition of the restore fails
-                raise JobStateError(str(err)) from err
             return self.jobs.restore(job, window, reset_state)
+        except CheckpointNotFoundError as err:
+            # the job exists, the window has no checkpoint (checked before anything changes):
+            # a precondition of the restore fails
+            raise JobStateError(str(err)) from err
         finally:
             with self.lock:
                 self._restoring.discard(job)

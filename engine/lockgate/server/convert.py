@@ -8,9 +8,6 @@ from ..client.base import CheckpointInfo, CompileResult, JobEvent, JobInfo, RunR
 from ..clock import from_micros, to_micros
 from .generated import lockgate_controller_pb2 as pb
 
-to_us = to_micros
-from_us = from_micros
-
 
 def _opt(msg: Any, name: str) -> Any:
     return getattr(msg, name) if msg.HasField(name) else None
@@ -25,7 +22,7 @@ def job_to_pb(j: JobInfo) -> pb.Job:
     if j.last_error is not None:
         m.last_error = j.last_error
     if j.updated is not None:
-        m.updated_us = to_us(j.updated)
+        m.updated_us = to_micros(j.updated)
     return m
 
 
@@ -34,14 +31,14 @@ def job_from_pb(m: pb.Job) -> JobInfo:
     return JobInfo(
         name=m.name, state=m.state, pipeline_ref=m.pipeline_ref, plan_version=_opt(m, "plan_version"),
         generation=m.generation, last_window=_opt(m, "last_window"), last_error=_opt(m, "last_error"),
-        updated=from_us(updated) if updated is not None else None,
+        updated=from_micros(updated) if updated is not None else None,
     )
 
 
 def checkpoint_to_pb(c: CheckpointInfo) -> pb.Checkpoint:
     m = pb.Checkpoint(
-        job=c.job, window=c.window, window_start_us=to_us(c.window_start), window_end_us=to_us(c.window_end),
-        rows_in=c.rows_in, rows_out=c.rows_out, status=c.status, created_us=to_us(c.created),
+        job=c.job, window=c.window, window_start_us=to_micros(c.window_start), window_end_us=to_micros(c.window_end),
+        rows_in=c.rows_in, rows_out=c.rows_out, status=c.status, created_us=to_micros(c.created),
     )
     if c.plan_version is not None:
         m.plan_version = c.plan_version
@@ -52,9 +49,9 @@ def checkpoint_to_pb(c: CheckpointInfo) -> pb.Checkpoint:
 
 def checkpoint_from_pb(m: pb.Checkpoint) -> CheckpointInfo:
     return CheckpointInfo(
-        job=m.job, window=m.window, window_start=from_us(m.window_start_us), window_end=from_us(m.window_end_us),
+        job=m.job, window=m.window, window_start=from_micros(m.window_start_us), window_end=from_micros(m.window_end_us),
         plan_version=_opt(m, "plan_version"), rows_in=m.rows_in, rows_out=m.rows_out, status=m.status,
-        created=from_us(m.created_us), snapshot_uri=_opt(m, "snapshot_uri"),
+        created=from_micros(m.created_us), snapshot_uri=_opt(m, "snapshot_uri"),
     )
 
 

@@ -49,7 +49,6 @@ if TYPE_CHECKING:
 
 log = get_logger("server.runner")
 
-RUN_KEY = RUN_REQUEST_KEY
 
 
 @dataclass
@@ -108,7 +107,7 @@ class RunSpec:
 
     @classmethod
     def from_options(cls, options: dict[str, Any] | None) -> RunSpec | None:
-        data = (options or {}).get(RUN_KEY)
+        data = (options or {}).get(RUN_REQUEST_KEY)
         if not isinstance(data, dict):
             return None
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
@@ -438,7 +437,7 @@ class JobRunner:
         if self.spec_saved:
             return
         job = self.job or ""
-        update: dict[str, Any] = {RUN_KEY: self.spec.to_dict()}
+        update: dict[str, Any] = {RUN_REQUEST_KEY: self.spec.to_dict()}
         last = self.ctx.catalog.last_checkpoint(job)
         if self.spec.reset_state and last is not None:
             update[RESET_KEY] = last.window  # reset once: retries after progress keep the new state
@@ -447,7 +446,7 @@ class JobRunner:
 
     def save_spec(self) -> None:
         if self.job:
-            self.ctx.jobs.set_options(self.job, {RUN_KEY: self.spec.to_dict()})
+            self.ctx.jobs.set_options(self.job, {RUN_REQUEST_KEY: self.spec.to_dict()})
 
     # -- results ---------------------------------------------------------------------------
     def run_result(self) -> RunResult:
@@ -469,5 +468,5 @@ class JobRunner:
         )
 
 
-__all__ = ["RUN_KEY", "JobRunner", "RemoteCycleExecutor", "RemotePlan", "RunContext", "RunSpec", "ServerScheduler",
+__all__ = ["JobRunner", "RemoteCycleExecutor", "RemotePlan", "RunContext", "RunSpec", "ServerScheduler",
            "is_transient"]
