@@ -15,3 +15,8 @@ test: setup
 
 lint: setup
 	@.venv/bin/ruff check .
+
+# The full fault-injection loop (bench/results/faults.json); FAULTS_ARGS="--kills 10" to change it.
+.PHONY: faults
+faults: setup
+	@scripts/faults.sh $(FAULTS_ARGS)

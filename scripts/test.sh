@@ -12,7 +12,10 @@ unset PYTHONPATH  # lockgate is installed editable: test what is installed
 ruff check .
 
 set +e
-python -m pytest tests -q -p no:cacheprovider --durations=20 "$@"
+# Two test processes (one Spark session each), a test module never split between them: most
+# tests wait on JVMs, controllers and Airflow, so two share this 2-core machine well.
+python -m pytest tests -q -p no:cacheprovider -n "${LOCKGATE_TEST_PROCESSES:-2}" --dist loadfile \
+    --durations=25 "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -13,6 +14,11 @@ from pathlib import Path
 import psycopg
 import pytest
 from pyspark.sql import SparkSession
+
+if str(Path(__file__).resolve().parent) not in sys.path:  # the helper modules beside this file
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+from private_postgres import PrivatePostgres
+from small_disk import SmallDisk, mount, unmount
 
 PG_HOST, PG_PORT, PG_USER = "127.0.0.1", 5432, "postgres"
 
@@ -92,3 +98,33 @@ def pg_url() -> Iterator[str]:
     yield f"postgresql://{PG_USER}@{PG_HOST}:{PG_PORT}/{name}"
     with _pg_admin() as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def private_postgres(tmp_path: Path) -> Iterator[PrivatePostgres]:
+    """A PostgreSQL server of the test's own (never the machine's), for outages: stop it,
+    start it again; it is killed at the end of the test."""
+    with PrivatePostgres(tmp_path) as pg:
+        yield pg
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[SmallDisk]:
+    """A 2 MiB tmpfs with room for 200 files, to fill and free again (root only: skipped elsewhere)."""
+    path = tmp_path / "small_disk"
+    mount(path, "size=2m,nr_inodes=200")
+    try:
+        yield SmallDisk(path)
+    finally:
+        unmount(path)
+
+
+@pytest.fixture
+def read_only_disk(tmp_path: Path) -> Iterator[Path]:
+    """A read-only 1 MiB tmpfs (root only: skipped elsewhere)."""
+    path = tmp_path / "read_only_disk"
+    mount(path, "size=1m,ro")
+    try:
+        yield path
+    finally:
+        unmount(path)

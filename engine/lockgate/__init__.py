@@ -33,6 +33,7 @@ from .api import (
     load_pipeline,
     max,
     min,
+    pipeline_factory,
     sum,
 )
 from .client.base import AsyncClient, CheckpointInfo, Client, CompileResult, JobEvent, JobInfo, RunResult
@@ -40,15 +41,17 @@ from .clock import WindowClock
 from .defaults import default_home
 from .errors import (
     CompileError,
+    ControllerUnavailableError,
     JobNotFoundError,
     LockgateError,
+    PipelineLoadError,
+    PipelineRefusedError,
     SnapshotError,
     StateLayoutError,
     WindowGapError,
 )
 from .states import TERMINAL_STATES, JobState, is_terminal
-
-__version__ = "0.1.0"
+from .version import __version__ as __version__
 
 
 def connect(url: str = "embedded", **options: object) -> Client:
@@ -96,6 +99,7 @@ __all__ = [
     "Client",
     "CollectSink",
     "CompileError",
+    "ControllerUnavailableError",
     "CompileResult",
     "FileSink",
     "FileSource",
@@ -104,6 +108,8 @@ __all__ = [
     "JobState",
     "JobNotFoundError",
     "LockgateError",
+    "PipelineLoadError",
+    "PipelineRefusedError",
     "NexmarkSource",
     "Pipeline",
     "PostgresSink",
@@ -124,6 +130,7 @@ __all__ = [
     "connect_async",
     "count",
     "load_pipeline",
+    "pipeline_factory",
     "max",
     "min",
     "sum",

@@ -35,6 +35,20 @@ class PipelineLoadError(LockgateError):
     code = "INVALID_ARGUMENT"
 
 
+class PipelineRefusedError(PipelineLoadError):
+    """A pipeline reference from outside the folders and module prefixes the controller
+    accepts (``lockgate server --pipelines DIR --pipeline-modules PREFIX``); refused before
+    anything is imported."""
+
+    code = "PERMISSION_DENIED"
+
+
+class ControllerUnavailableError(LockgateError):
+    """The controller cannot be reached (not running, wrong address, TLS mismatch)."""
+
+    code = "UNAVAILABLE"
+
+
 class JavaNotFoundError(LockgateError):
     """Java 17 or newer is needed by Spark and was not found."""
 
@@ -123,6 +137,12 @@ class CatalogLockedError(CatalogUnavailableError):
     code = "UNAVAILABLE"
 
 
+class CatalogFullError(CatalogUnavailableError):
+    """The disk under the catalog database is full: retrying helps once there is room."""
+
+    code = "UNAVAILABLE"
+
+
 class PlanNotFoundError(LockgateError):
     """A plan version that the catalog does not hold."""
 
@@ -151,3 +171,62 @@ class SinkNotFoundError(LockgateError):
     """A sink's committed output was asked for, but the sink never committed a window."""
 
     code = "NOT_FOUND"
+
+
+class StateNotFoundError(LockgateError):
+    """A job's keyed state was asked for an operator (or state table) that holds none."""
+
+    code = "NOT_FOUND"
+
+
+class SinkUnavailableError(SinkCommitError):
+    """A sink's database cannot be reached or cannot take the window right now (down,
+    restarting, connection lost, out of disk): the window is not checkpointed, and retrying
+    once the database is back commits it exactly once."""
+
+    code = "UNAVAILABLE"
+
+
+class SinkRefusedError(SinkCommitError):
+    """A sink's database refuses the window for a reason retrying cannot fix (wrong
+    credentials, no such database, no permission, rows that do not fit the table)."""
+
+    code = "FAILED_PRECONDITION"
+
+
+class StorageFullError(LockgateError):
+    """A disk Lockgate writes to (staged sink output, a file sink's folder, state snapshots)
+    is full: retrying helps once there is room. ``folder`` names it when it is known."""
+
+    code = "UNAVAILABLE"
+    folder: str | None = None
+
+    def __init__(self, message: str, folder: str | None = None):
+        super().__init__(message)
+        self.folder = folder
+
+
+class StorageAccessError(LockgateError):
+    """A folder Lockgate writes to refuses this process (permission denied, a read-only
+    file system): retrying cannot help until it is fixed. ``folder`` names it."""
+
+    code = "FAILED_PRECONDITION"
+    folder: str | None = None
+
+    def __init__(self, message: str, folder: str | None = None):
+        super().__init__(message)
+        self.folder = folder
+
+
+class SourceUnavailableError(LockgateError):
+    """A source's database cannot be reached right now (down, restarting, connection lost):
+    nothing of the window was read or committed; retrying once it is back reads it exactly once."""
+
+    code = "UNAVAILABLE"
+
+
+class SourceRefusedError(LockgateError):
+    """A source's database refuses the read for a reason retrying cannot fix (wrong
+    credentials, no such database or table, no permission)."""
+
+    code = "FAILED_PRECONDITION"

@@ -6,6 +6,10 @@ Nothing is printed until :func:`configure` installs a handler (the CLI does, at
 receives the records instead. A line reads::
 
     2026-01-02T03:04:05.678Z INFO lockgate.control window_committed job=demo window=3
+
+:func:`configure` also silences PySpark's own query-context loggers, which print a failed
+query's context (with a Java stack trace, ~8 KB of JSON) before Lockgate reports the same
+error in one line; ``-vv`` (DEBUG) or ``LOCKGATE_SPARK_LOG_LEVEL`` keeps them.
 """
 
 from __future__ import annotations
@@ -65,12 +69,41 @@ class _Formatter(logging.Formatter):
 
 _handler: logging.Handler | None = None
 
+#: PySpark's loggers that log every AnalysisException's query context, Java stack trace
+#: included, before the exception reaches Lockgate (which reports it as one line).
+PYSPARK_QUERY_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+_OFF = logging.CRITICAL + 10
+
+
+def quiet_pyspark(quiet: bool = True) -> None:
+    """Silence (``quiet``) or restore PySpark's query-context loggers.
+
+    Works before PySpark is imported and without importing it: the loggers are created now,
+    silenced, and PySpark then finds and uses them. PySpark calls them with its own keyword
+    fields (``logger.exception(msg, errorClass=...)``), which a plain logger accepts only
+    while disabled, so restoring one created here removes it for PySpark to create its own.
+    """
+    loggers = logging.Logger.manager.loggerDict
+    for name in PYSPARK_QUERY_LOGGERS:
+        existing = loggers.get(name)
+        if quiet:
+            logger = existing if isinstance(existing, logging.Logger) else logging.getLogger(name)
+            logger.setLevel(_OFF)
+            logger.propagate = False
+        elif isinstance(existing, logging.Logger) and existing.level == _OFF:
+            if type(existing) is logging.Logger:  # ours: PySpark makes its own on next use
+                del loggers[name]
+            else:
+                existing.setLevel(logging.WARNING)
+
 
 def configure(level: str | None = None, json: bool = False) -> None:
     """Print "lockgate" records to stderr at ``level`` (else ``LOCKGATE_LOG_LEVEL``, else WARNING).
 
     One line per record, ``ts level logger event key=value ...``, or one JSON object per line
-    with ``json=True``. Calling it again replaces the previous handler.
+    with ``json=True``. Calling it again replaces the previous handler. PySpark's
+    query-context loggers are silenced unless ``level`` is DEBUG or
+    ``LOCKGATE_SPARK_LOG_LEVEL`` is set (see :func:`quiet_pyspark`).
     """
     global _handler
     name = (level or os.environ.get("LOCKGATE_LOG_LEVEL") or "WARNING").strip().upper()
@@ -85,3 +118,4 @@ def configure(level: str | None = None, json: bool = False) -> None:
     root.addHandler(_handler)
     root.setLevel(name)
     root.propagate = False
+    quiet_pyspark(name != "DEBUG" and not os.environ.get("LOCKGATE_SPARK_LOG_LEVEL", "").strip())

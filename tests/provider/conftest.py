@@ -14,11 +14,9 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -27,6 +25,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from loopback import free_port, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 DAGS = REPO / "dags"
@@ -54,23 +53,6 @@ AIRFLOW_ENV = {
 os.environ.update(AIRFLOW_ENV)
 for _var in [k for k in os.environ if k.startswith("AIRFLOW_CONN_")]:
     del os.environ[_var]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(pred: Callable[[], Any], timeout: float, what: str, every: float = 0.3) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}", pytrace=False)
-        time.sleep(every)
 
 
 @pytest.fixture(scope="session")
@@ -217,6 +199,13 @@ def tiny_pipeline(tmp_path: Path) -> Callable[..., str]:
 
 
 # -- a real controller ------------------------------------------------------------------
+
+def _references(args: list[str]) -> list[str]:
+    """A test controller accepts any pipeline reference (loopback, development) unless the
+    test confines them itself."""
+    return [] if {"--pipelines", "--pipeline-modules"} & set(args) else ["--allow-any-pipeline"]
+
+
 class Controller:
     """A ``lockgate server`` process on loopback, in its own process group."""
 
@@ -241,7 +230,7 @@ class Controller:
         cmd = [
             sys.executable, "-m", "lockgate.cli.main", "server", "--home", str(self.home), "--port", str(self.port),
             "--heartbeat-interval", "1", "--heartbeat-timeout", "20", "--max-restarts", "0", "--standby-workers", "2",
-            *self.args,
+            *self.args, *_references(self.args),
         ]
         with open(self.log, "ab") as fh:
             self.proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=self.root,

@@ -1,7 +1,7 @@
 """The user's DSL: Pipeline, Stream, windows, aggregates, sources and sinks."""
 
 from .aggregates import Aggregate, approx_distinct, avg, collect, count, max, min, sum
-from .loader import load_pipeline
+from .loader import ReferencePolicy, load_pipeline, pipeline_factory
 from .pipeline import Input, OpNode, Pipeline, Stream, WindowedStream
 from .sinks import CollectSink, FileSink, PostgresSink, Sink
 from .sources import FileSource, NexmarkSource, PostgresSource, Source
@@ -27,7 +27,9 @@ __all__ = [
     "Watermark",
     "WindowSpec",
     "WindowedStream",
+    "ReferencePolicy",
     "load_pipeline",
+    "pipeline_factory",
     "approx_distinct",
     "avg",
     "collect",

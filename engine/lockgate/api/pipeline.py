@@ -28,6 +28,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..clock import EPOCH, WindowClock
+from ..errors import CompileError
 from .aggregates import Aggregate
 from .sinks import Sink
 from .sources import Source
@@ -129,6 +130,10 @@ class Pipeline:
         """Add a source and return its stream."""
         node = self._add("source", [], {"source": source.to_config()}, name, parallelism=1)
         return Stream(self, node.id)
+
+    def _next_name(self, op: str, name: str | None) -> str:
+        """The name ``_add`` will give an ``op`` operator (for errors raised before it is added)."""
+        return name or f"{op}_{self._counters.get(op, 0) + 1}"
 
     def __repr__(self) -> str:
         return f"Pipeline({self.name!r}, operators={list(self.nodes)})"
@@ -248,15 +253,29 @@ class Stream:
     ) -> Stream:
         """Windowed stream-stream inner join: records of both streams that share a key and
         fall in the same tumbling window. Emitted once the watermark passes the window end.
+
+        Raises :class:`~lockgate.errors.CompileError` (naming the join) at this call when
+        ``window`` is not a :class:`Tumbling` window or the key columns are missing.
         """
+        op = self.pipeline._next_name("join", name)
         if not isinstance(window, Tumbling):
-            raise TypeError("join() needs window=Tumbling(...): the window both sides share")
+            if window is None:
+                got = "no window"
+            elif isinstance(window, Session | Sliding):
+                got = f"a {type(window).__name__.lower()} window ({window!r}), which join() does not support"
+            else:
+                got = f"{window!r}"
+            raise CompileError(
+                f"join() needs the tumbling window both sides share, got {got}: call "
+                f".join(other, on=..., window=lg.Tumbling(timedelta(...)))", operator=op)
         if on is not None:
             left_on = right_on = [on] if isinstance(on, str) else list(on)
         left_on = left_on or list(self.keys or ())
         right_on = right_on or list(other.keys or ())
         if not left_on or len(left_on) != len(right_on):
-            raise ValueError("join() needs on=, or left_on= and right_on= of equal length")
+            raise CompileError(
+                "join() needs the key columns: pass on='col' (the same on both sides), or left_on=[...] and "
+                "right_on=[...] of equal length, or key_by() both streams first", operator=op)
         config = {"left_on": left_on, "right_on": right_on, "window": window.to_config()}
         node = self.pipeline._add(
             "join", [Input(self.node, tuple(left_on)), Input(other.node, tuple(right_on))], config, name

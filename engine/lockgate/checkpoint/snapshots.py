@@ -13,6 +13,7 @@ resolves: a local path, ``file://``, ``s3a://`` or ``s3://``, ``gs://``, ``hdfs:
 
 from __future__ import annotations
 
+import contextlib
 import re
 from pathlib import Path
 from typing import Any
@@ -21,8 +22,10 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from ..errors import InvalidArgumentError, SnapshotError
+from ..errors import InvalidArgumentError, LockgateError, SnapshotError
 from ..filesystems import delete_path, is_hidden, list_data_files, location_uri, resolve
+from ..storage_errors import write_error
+from .layers import state_entries, table_layers
 
 _SNAPSHOT_DIR = re.compile(r"^w=(\d+)-a(\d+)$")
 
@@ -121,57 +124,99 @@ class SnapshotStore:
         if table.num_rows == 0:
             return {"files": [], "rows": 0}
         fs, path = resolve(self.operator_uri(snapshot_uri, operator))
-        fs.create_dir(path, recursive=True)
         name = "part-00000-driver.parquet"
-        with fs.open_output_stream(f"{path}/{name}") as out:
-            pq.write_table(table, out)
+        try:
+            fs.create_dir(path, recursive=True)
+            with fs.open_output_stream(f"{path}/{name}") as out:
+                pq.write_table(table, out)
+        except OSError as exc:
+            err = self.write_error(exc, snapshot_uri, operator, direct=True)
+            if err is None:
+                raise
+            with contextlib.suppress(Exception):  # the partial file is garbage, and it takes room
+                delete_path(fs, path)
+            raise err from exc
         return {"files": [{"path": name, "size": fs.get_file_info(f"{path}/{name}").size}], "rows": table.num_rows}
 
-    def verify(self, snapshot_uri: str, manifest: dict[str, Any]) -> None:
-        """Check that every file of ``manifest`` is still there, the same size and readable.
+    def write_error(
+        self, exc: BaseException, snapshot_uri: str, operator: str, direct: bool = False
+    ) -> LockgateError | None:
+        """The Lockgate error of a failed write of ``operator``'s state into ``snapshot_uri``
+        when the disk is full or refuses the write (see :func:`~lockgate.storage_errors.write_error`);
+        ``None`` for any other error. ``direct``: the failed write was to that folder itself."""
+        parsed = parse_snapshot_uri(snapshot_uri)
+        job, window = (parsed[0], parsed[1]) if parsed else ("?", -1)
+        return write_error(
+            exc, self.operator_uri(snapshot_uri, operator),
+            context=f"job '{job}', window {window}", what=f"the state snapshot of '{operator}'",
+            window=window, elsewhere="point --snapshots at another disk", direct=direct,
+        )
+
+    def verify(self, snapshot_uri: str | None, manifest: dict[str, Any]) -> None:
+        """Check that every file of ``manifest`` is still there, the same size and readable,
+        in every layer (base and deltas, see :mod:`lockgate.checkpoint.layers`) it names.
 
         Raises SnapshotError naming the job, window, operator and each missing or changed
         file, and the fix. Files not in the manifest are ignored.
         """
-        fs, base = resolve(snapshot_uri)
         problems: list[str] = []
-        for operator, entry in manifest.items():
-            rows, damaged = 0, False
-            for item in entry.get("files", []):
-                name = f"{operator}/{item['path']}"
-                info = fs.get_file_info(f"{base}/{name}")
-                if info.type != pafs.FileType.File:
-                    problems.append(f"operator '{operator}': file '{name}' is missing")
-                    damaged = True
-                    continue
-                if info.size != item["size"]:
-                    problems.append(
-                        f"operator '{operator}': file '{name}' changed ({info.size} bytes, "
-                        f"expected {item['size']})"
-                    )
-                    damaged = True
-                    continue
-                try:
-                    rows += _footer_rows(fs, info.path)
-                except Exception as exc:
-                    problems.append(
-                        f"operator '{operator}': file '{name}' has an unreadable Parquet footer ({exc})"
-                    )
-                    damaged = True
-            if not damaged and rows != entry.get("rows", rows):
-                problems.append(f"operator '{operator}': {rows} rows, expected {entry['rows']}")
+        earliest: int | None = None  # the earliest round whose layer is damaged
+        for operator, entry in state_entries(manifest).items():
+            for layer in table_layers(snapshot_uri, entry):
+                found = self._verify_layer(snapshot_uri, operator, layer)
+                parsed = parse_snapshot_uri(layer["snapshot"])
+                if found and parsed is not None:
+                    earliest = parsed[1] if earliest is None else min(earliest, parsed[1])
+                problems += found
         if problems:
-            raise SnapshotError(self._damage_message(snapshot_uri, problems))
+            if snapshot_uri is None:  # a derived checkpoint: name the newest folder it reads
+                snapshot_uri = max(
+                    (layer["snapshot"] for entry in state_entries(manifest).values()
+                     for layer in table_layers(None, entry)), default="",
+                )
+            raise SnapshotError(self._damage_message(snapshot_uri, problems, earliest))
+
+    def _verify_layer(self, snapshot_uri: str, operator: str, layer: dict[str, Any]) -> list[str]:
+        fs, base = resolve(layer["snapshot"])
+        # files of the checkpoint's own folder are named as they always were; a layer
+        # written by an earlier round is named with that round's folder
+        prefix = "" if layer["snapshot"].rstrip("/") == (snapshot_uri or "").rstrip("/") else \
+            f"{layer['snapshot'].rstrip('/').rsplit('/', 1)[-1]}/"
+        problems: list[str] = []
+        rows, damaged = 0, False
+        for item in layer.get("files", []):
+            name = f"{operator}/{item['path']}"
+            shown = f"{prefix}{name}"
+            info = fs.get_file_info(f"{base}/{name}")
+            if info.type != pafs.FileType.File:
+                problems.append(f"operator '{operator}': file '{shown}' is missing")
+                damaged = True
+                continue
+            if info.size != item["size"]:
+                problems.append(f"operator '{operator}': file '{shown}' changed ({info.size} bytes, "
+                                f"expected {item['size']})")
+                damaged = True
+                continue
+            try:
+                rows += _footer_rows(fs, info.path)
+            except Exception as exc:
+                problems.append(f"operator '{operator}': file '{shown}' has an unreadable Parquet footer ({exc})")
+                damaged = True
+        if not damaged and rows != layer.get("rows", rows):
+            where = f" in layer {prefix.rstrip('/')}" if prefix else ""
+            problems.append(f"operator '{operator}': {rows} rows{where}, expected {layer['rows']}")
+        return problems
 
     @staticmethod
-    def _damage_message(snapshot_uri: str, problems: list[str]) -> str:
+    def _damage_message(snapshot_uri: str, problems: list[str], earliest: int | None = None) -> str:
         parsed = parse_snapshot_uri(snapshot_uri)
         if parsed is None:
             what, job, earlier = f"state snapshot {snapshot_uri}", "JOB", "an earlier window"
         else:
             job, window, _attempt = parsed
             what = f"state snapshot of job '{job}' window {window} ({snapshot_uri})"
-            earlier = f"W < {window}"
+            # a layer written by an earlier round is needed by every checkpoint since it
+            earlier = f"W < {window if earliest is None else min(earliest, window)}"
         return (
             f"{what} is damaged: {'; '.join(problems)}. Fix: restore an earlier checkpoint with "
             f"`lockgate restore {job} --window W` ({earlier}), or rerun with --reset-state"

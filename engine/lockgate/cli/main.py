@@ -3,13 +3,20 @@
     lockgate compile  PIPELINE
     lockgate explain  PIPELINE [--json]
     lockgate run      PIPELINE (--from T --to T | --from-window N --to-window N | --until-caught-up)
+    lockgate follow   JOB
     lockgate jobs
     lockgate checkpoints JOB
+    lockgate state    JOB [--operator OP] [--window W] [--table T] [--limit N]
     lockgate restore  JOB --window W [--reset-state]
 
 PIPELINE is ``path/to/file.py:attr`` or ``package.module:attr``. Every command works on
 the embedded default (``--controller embedded``) or against a controller
-(``--controller grpc://host:port``).
+(``--controller grpc://host:port``). A run followed on a controller that goes away is
+followed again once a controller answers (see :mod:`lockgate.cli.follow`).
+
+Errors print one line: ``lockgate: error: ...``, status 2 for Lockgate's errors, 1 for any
+other (``-v`` prints its traceback). Output into a closed pipe (``| head -1``) ends the
+command quietly with status 141, as SIGPIPE ends standard tools.
 """
 
 from __future__ import annotations
@@ -18,11 +25,21 @@ import argparse
 import json
 import os
 import sys
+import time
+import traceback
 import warnings
 from datetime import UTC, datetime
 from typing import Any
 
-from ..errors import LockgateError
+from ..errors import InvalidArgumentError, LockgateError
+
+#: exit status of a command whose output pipe was closed (128 + SIGPIPE, as a shell reports it)
+EXIT_PIPE_CLOSED = 141
+DEFAULT_REATTACH_S = float(os.environ.get("LOCKGATE_REATTACH_TIMEOUT") or 300)
+
+
+class _StdoutClosed(Exception):
+    """stdout is a pipe whose reader went away (``lockgate ... | head -1``)."""
 
 
 def _time(text: str) -> datetime:
@@ -62,9 +79,20 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--until-caught-up", action="store_true", help="run every window the sources hold data for")
     r.add_argument("--reset-state", action="store_true", help="continue with empty keyed state")
     r.add_argument("--no-progress", action="store_true")
+    _reattach_flag(r)
+    f = sub.add_parser("follow", help="follow a job under way until it rests (FINISHED, STOPPED or FAILED)")
+    f.add_argument("job")
+    f.add_argument("--no-progress", action="store_true")
+    _reattach_flag(f)
     sub.add_parser("jobs", help="list jobs")
     k = sub.add_parser("checkpoints", help="list a job's checkpoints")
     k.add_argument("job")
+    st = sub.add_parser("state", help="a stateful operator's keyed state at a checkpoint, as a table")
+    st.add_argument("job")
+    st.add_argument("--operator", help="the stateful operator (may be left out when the job has one)")
+    st.add_argument("--window", type=int, help="the checkpoint's window (default: the latest)")
+    st.add_argument("--table", help="the operator's state table (a join keeps left and right)")
+    st.add_argument("--limit", type=int, default=20, help="rows printed (default 20; 0: all; --json: all)")
     s = sub.add_parser("restore", help="roll a job back to a window's checkpoint, on purpose")
     s.add_argument("job")
     s.add_argument("--window", type=int, required=True)
@@ -73,6 +101,12 @@ def _parser() -> argparse.ArgumentParser:
 
     add_server_parser(sub)
     return p
+
+
+def _reattach_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--reattach-timeout", type=float, default=DEFAULT_REATTACH_S, metavar="SECONDS",
+                   help="when the controller goes away mid-run, wait this long for one to answer again and "
+                   "follow the job again (default 300, or $LOCKGATE_REATTACH_TIMEOUT)")
 
 
 def _client(args: argparse.Namespace) -> Any:
@@ -94,13 +128,25 @@ def _table(rows: list[list[Any]], header: list[str]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells)
 
 
+def _print(text: str) -> None:
+    """Print to stdout; a closed pipe (the reader went away) raises _StdoutClosed."""
+    try:
+        print(text)
+        sys.stdout.flush()
+    except BrokenPipeError as err:
+        raise _StdoutClosed from err
+
+
 def _out(args: argparse.Namespace, data: Any, text: str) -> None:
-    print(json.dumps(data, indent=2, default=str) if args.json else text)
+    _print(json.dumps(data, indent=2, default=str) if args.json else text)
 
 
 def _run(args: argparse.Namespace, client: Any) -> int:
+    from ..server.client import RunDetachedError
+    from .follow import Tally
     from .progress import Progress
 
+    t0 = time.monotonic()
     first, last = args.from_window, args.to_window
     if args.start or args.end:
         if not (args.start and args.end):
@@ -108,13 +154,21 @@ def _run(args: argparse.Namespace, client: Any) -> int:
         first, last = client.windows_for(args.pipeline, args.start, args.end)
     if last is None and not args.until_caught_up:
         raise LockgateError("say which windows to run: --from T --to T, --to-window N, or --until-caught-up")
+    if first is not None and last is not None and last < first:
+        raise InvalidArgumentError(f"--to-window {last} is before --from-window {first}: nothing to run")
     total = (last - first + 1) if (first is not None and last is not None) else None
     progress = Progress(total, enabled=not args.no_progress and not args.json)
+    tally = Tally(progress)
     try:
-        res = client.run(args.pipeline, job=args.job, first=first, last=last,
-                         until_caught_up=args.until_caught_up, reset_state=args.reset_state, on_event=progress)
+        try:
+            res = client.run(args.pipeline, job=args.job, first=first, last=last,
+                             until_caught_up=args.until_caught_up, reset_state=args.reset_state, on_event=tally)
+        except RunDetachedError as err:
+            res = _reattach(args, err, first, last, tally, progress, t0)
     finally:
         progress.close()
+    if res.first_window is not None and res.last_window is not None and res.last_window < res.first_window:
+        return _nothing_to_run(args, client, res)
     rate = res.rows_in / res.elapsed_s if res.elapsed_s else 0
     text = (
         f"job {res.job}: {res.state}; windows {res.first_window}..{res.last_window}: "
@@ -126,7 +180,87 @@ def _run(args: argparse.Namespace, client: Any) -> int:
     return 0
 
 
+def _reattach(args: argparse.Namespace, err: Any, first: int | None, last: int | None, tally: Any,
+              progress: Any, t0: float) -> Any:
+    """The controller went away mid-run: wait for one, follow the job again, summarise the run."""
+    from .follow import Follower, cause_of, detach_target
+
+    target = detach_target(err, first, last)
+    follower = Follower(args.controller, lambda: _client(args), args.reattach_timeout, tally, progress.note, t0=t0)
+    try:
+        info = follower.follow(target, cause=cause_of(err))
+        return follower.summary(target, info)
+    finally:
+        follower.close()
+
+
+def _nothing_to_run(args: argparse.Namespace, client: Any, res: Any) -> int:
+    """A run whose range is empty: the job is caught up (or its sources hold nothing yet)."""
+    done = client.get_job(res.job).last_window
+    shown = "none yet" if done is None else str(done)
+    if done is not None and done >= res.last_window:
+        text = f"job '{res.job}' is caught up: nothing to run (last committed window {shown})"
+    else:
+        text = (f"job '{res.job}': nothing to run: its sources hold no complete window from window "
+                f"{res.first_window} on (last committed window {shown})")
+    _out(args, {**res.to_dict(), "nothing_to_run": True, "last_committed_window": done}, text)
+    return 0
+
+
+def _follow(args: argparse.Namespace, client: Any) -> int:
+    from .follow import Follower, Tally, Target
+    from .progress import Progress
+
+    info = client.get_job(args.job)  # an unreachable controller: one line, at once
+    progress = Progress(None, enabled=not args.no_progress and not args.json)
+    follower = Follower(args.controller, lambda: _client(args), args.reattach_timeout, Tally(progress),
+                        progress.note, client=client)
+    try:
+        info = follower.follow(Target(args.job), cause=None)
+    finally:
+        progress.close()
+        follower.close()
+    _out(args, info.to_dict(), f"job {info.name}: {info.state}; last complete window "
+         f"{'none yet' if info.last_window is None else info.last_window}")
+    return 0
+
+
+def _state(args: argparse.Namespace, client: Any) -> int:
+    table = client.read_state(args.job, args.operator, window=args.window, table=args.table)
+    rows = table.to_pylist()
+    if args.json:
+        _out(args, rows, "")
+        return 0
+    shown = rows if args.limit <= 0 else rows[: args.limit]
+    cells = [[_cell(r[c]) for c in table.column_names] for r in shown]
+    more = f"\n({len(rows) - len(shown)} more rows; --limit 0 prints all)" if len(shown) < len(rows) else ""
+    text = _table(cells, [c.upper() for c in table.column_names])
+    _out(args, rows, f"{text}{more}\n{len(rows)} rows")
+    return 0
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return f"<{len(value)} bytes>"
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run the ``lockgate`` command; returns its exit status."""
+    try:
+        return _main(argv)
+    except _StdoutClosed:
+        # the reader of stdout went away: say nothing (as `... | head -1` expects); point
+        # stdout at /dev/null so that the interpreter's last flush does not complain
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_PIPE_CLOSED
+
+
+def _main(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=DeprecationWarning)
@@ -143,12 +277,25 @@ def main(argv: list[str] | None = None) -> int:
             return _dispatch(args, client)
         finally:
             client.close()
+    except _StdoutClosed:
+        raise
     except LockgateError as err:
         print(f"lockgate: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("lockgate: interrupted; the run resumes from its last complete window", file=sys.stderr)
+        if args.controller == "embedded" or args.command not in ("run", "follow"):
+            print("lockgate: interrupted; a run resumes from its last complete window", file=sys.stderr)
+        else:
+            print(f"lockgate: interrupted; the job goes on at the controller {args.controller} (follow it with "
+                  "`lockgate follow JOB`, stop it from Airflow or the client API)", file=sys.stderr)
         return 130
+    except Exception as err:  # a bug or an unforeseen failure: one line, the traceback on -v
+        if args.verbose:
+            traceback.print_exc()
+        first_line = (str(err).strip().splitlines() or [""])[0]
+        hint = "" if args.verbose else " (run with -v for the traceback)"
+        print(f"lockgate: error: {type(err).__name__}: {first_line}{hint}", file=sys.stderr)
+        return 1
 
 
 def _dispatch(args: argparse.Namespace, client: Any) -> int:
@@ -170,12 +317,14 @@ def _dispatch(args: argparse.Namespace, client: Any) -> int:
             from ..plan import explain_json
             from ..runtime.compiler import compile_pipeline
 
-            print(explain_json(compile_pipeline(load_pipeline(args.pipeline))))
+            _print(explain_json(compile_pipeline(load_pipeline(args.pipeline))))
         else:
-            print(client.compile(args.pipeline).explain)
+            _print(client.compile(args.pipeline).explain)
         return 0
     if args.command == "run":
         return _run(args, client)
+    if args.command == "follow":
+        return _follow(args, client)
     if args.command == "jobs":
         jobs = client.list_jobs()
         rows = [[j.name, j.state, j.last_window, j.plan_version, j.pipeline_ref, (j.last_error or "")[:60]]
@@ -191,6 +340,8 @@ def _dispatch(args: argparse.Namespace, client: Any) -> int:
              _table(rows, ["WINDOW", "START", "END", "ROWS IN", "ROWS OUT", "PLAN", "CREATED"])
              if cps else f"job {args.job} has no checkpoint yet")
         return 0
+    if args.command == "state":
+        return _state(args, client)
     if args.command == "restore":
         info = client.restore(args.job, args.window, reset_state=args.reset_state)
         _out(args, info.to_dict(),

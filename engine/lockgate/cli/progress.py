@@ -55,6 +55,13 @@ class Progress:
         else:
             self.stream.write(text + "\n")
 
+    def note(self, text: str) -> None:
+        """One line for the user (``lockgate: text``), even with progress off."""
+        if self.tty and self.done:
+            self.stream.write("\n")
+        self.stream.write(f"lockgate: {text}\n")
+        self.stream.flush()
+
     def _line(self, text: str) -> None:
         if self.tty:
             self.stream.write("\n")

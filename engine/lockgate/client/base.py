@@ -99,6 +99,25 @@ class Client(ABC):
     def read_sink(self, job: str, sink: str) -> Any:
         """Committed rows of a CollectSink as a ``pyarrow.Table`` (with an ``lg_window`` column)."""
 
+    @abstractmethod
+    def read_state(
+        self, job: str, operator: str | None = None, *, window: int | None = None, table: str | None = None
+    ) -> Any:
+        """One stateful operator's keyed state at a checkpoint as a ``pyarrow.Table``.
+
+        ``window``: the checkpoint (default: the latest complete one); ``operator`` may be left
+        out when the job has one stateful operator, ``table`` when the operator keeps one
+        (a join keeps ``left`` and ``right``). Windowed state shows ``window_start`` and
+        ``window_end``; partial aggregates are named after their aggregate. The snapshot is
+        verified first (a damaged one raises :class:`~lockgate.errors.SnapshotError`).
+
+        >>> client.read_state("demo", "bidder_totals", window=176722563)  # doctest: +SKIP
+        pyarrow.Table
+        bidder: int64
+        bids: int64
+        spent: int64
+        """
+
     def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Release the client's resources."""
 

@@ -52,6 +52,9 @@ class LocalCycleExecutor:
     def run_cycle(self, window: int, attempt: int, restore: RestorePoint | None) -> CycleResult:
         return self.runner.run(window, attempt, restore)
 
+    def run_group(self, windows: list[int], attempts: list[int], restore: RestorePoint | None) -> list[CycleResult]:
+        return self.runner.run_group(windows, attempts, restore)
+
 
 class EmbeddedClient(Client):
     """Runs pipelines in this process.
@@ -76,7 +79,7 @@ class EmbeddedClient(Client):
         os.makedirs(self.home, exist_ok=True)
         self.catalog = Catalog(catalog_url or f"sqlite:///{os.path.join(self.home, 'catalog.db')}")
         self.snapshots = SnapshotStore(snapshots or os.path.join(self.home, "snapshots"))
-        self.jobs = JobOperations(self.catalog, self.home)
+        self.jobs = JobOperations(self.catalog, self.home, self.snapshots)
         self.spark_master = spark_master or default_spark_master()
         self.spark_conf = spark_conf or {}
         self.keep_checkpoints = keep_checkpoints
@@ -281,6 +284,11 @@ class EmbeddedClient(Client):
         from ..runtime.committers import read_collected
 
         return read_collected(self.home, job, sink)
+
+    def read_state(
+        self, job: str, operator: str | None = None, *, window: int | None = None, table: str | None = None
+    ) -> Any:
+        return self.jobs.read_state(job, operator, window, table)
 
     def close(self) -> None:
         for name in list(self._continuous):

@@ -13,18 +13,24 @@ as a test or a supervisor starts a run); otherwise only this process is killed, 
 Spark JVM, which watches its parent, exits on its own. A malformed ``LOCKGATE_FAULT``
 is an error at the first crash point, never a silently ignored fault. Unset in
 production: then this is one dictionary look-up.
+
+``LOCKGATE_FAULT_PAUSE=<seconds>`` turns the crash into a pause at the same point: the
+run sleeps there, so a test can let another run of the job take it over at a known
+instant (the paused run then finds itself fenced).
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import time
 
 from ..errors import InvalidArgumentError
 
 POINTS = ("before_run", "before_stage", "after_stage", "mid_commit", "after_commit", "after_checkpoint")
 
 ENV = "LOCKGATE_FAULT"
+PAUSE_ENV = "LOCKGATE_FAULT_PAUSE"
 
 
 def parse(spec: str) -> tuple[str, int | None]:
@@ -52,4 +58,12 @@ def maybe_crash(point: str, window: int) -> None:
         return
     want, at = parse(spec)
     if want == point and (at is None or at == window):
+        pause = os.environ.get(PAUSE_ENV)
+        if pause:
+            try:
+                seconds = float(pause)
+            except ValueError:
+                raise InvalidArgumentError(f"{PAUSE_ENV}={pause!r}: expected a number of seconds") from None
+            time.sleep(seconds)
+            return
         crash()

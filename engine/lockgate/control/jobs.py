@@ -16,8 +16,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..checkpoint.catalog import Catalog, CheckpointRecord, JobRecord
+from ..checkpoint.layers import has_state, replay_range, state_entries
+from ..checkpoint.snapshots import SnapshotStore
 from ..clock import WindowClock, to_micros
-from ..errors import InvalidArgumentError, JobNotFoundError
+from ..errors import (
+    CheckpointNotFoundError,
+    InvalidArgumentError,
+    JobNotFoundError,
+    LockgateError,
+    StateNotFoundError,
+)
 from ..plan.logical import PipelineGraph
 from ..runtime.availability import available_from, available_until
 from ..runtime.committers import committer_for
@@ -85,9 +93,11 @@ def compile_result(graph: PipelineGraph, explain: str) -> CompileResult:
 class JobOperations:
     """The job operations over one catalog, snapshot store and Lockgate home."""
 
-    def __init__(self, catalog: Catalog, home: str):
+    def __init__(self, catalog: Catalog, home: str, snapshots: SnapshotStore | None = None):
         self.catalog = catalog
         self.home = home
+        #: the state snapshots: :meth:`restore` verifies the one it rolls back to
+        self.snapshots = snapshots
         self._graphs: dict[str, PipelineGraph] = {}
 
     # -- reading ---------------------------------------------------------------------------
@@ -134,6 +144,62 @@ class JobOperations:
     def list_checkpoints(self, job: str) -> list[CheckpointInfo]:
         self.catalog.get_job(job)
         return [self.checkpoint_info(cp) for cp in self.catalog.list_checkpoints(job)]
+
+    def read_state(
+        self, job: str, operator: str | None = None, window: int | None = None, table: str | None = None
+    ) -> Any:
+        """One stateful operator's keyed state at the checkpoint of ``window`` (default: the
+        latest) as a ``pyarrow.Table``, merged from its snapshot's layers and verified first.
+        ``operator`` may be left out when the job has one stateful operator; ``table`` when
+        the operator keeps one table (a join keeps ``left`` and ``right``). No Spark."""
+        from ..checkpoint.state_reader import empty_state, read_state_table
+
+        self.catalog.get_job(job)
+        cp = self.catalog.get_checkpoint(job, window) if window is not None else self.catalog.last_checkpoint(job)
+        if cp is None:
+            raise CheckpointNotFoundError(f"job '{job}' has no complete checkpoint yet: run a window first")
+        layout = self.graph(cp.plan_version).state_layout() if cp.plan_version else {}
+        replay = replay_range(cp.snapshot_manifest)
+        if replay is not None:
+            raise StateNotFoundError(
+                f"job '{job}': the checkpoint of window {cp.window} is derived (a catch-up group ran windows "
+                f"{replay[0]}..{replay[1]} and more in one go): its state is recomputed by replaying them on "
+                f"restore and is not stored. Read the window before the group ({replay[0] - 1}) or a later "
+                "window whose checkpoint has a snapshot (`lockgate checkpoints` lists them)")
+        tables = sorted({*state_entries(cp.snapshot_manifest),
+                         *(f"{op}.{t}" for op, ts in layout.items() for t in ts)})
+        operators = sorted({name.split(".", 1)[0] for name in tables})
+        if not operators:
+            raise StateNotFoundError(f"job '{job}' keeps no keyed state: its pipeline has no stateful operator")
+        if operator is None:
+            if len(operators) != 1:
+                raise InvalidArgumentError(
+                    f"job '{job}' has {len(operators)} stateful operators ({', '.join(operators)}): "
+                    "say which with operator= (--operator)")
+            operator = operators[0]
+        mine = [name for name in tables if name.split(".", 1)[0] == operator]
+        if not mine:
+            raise StateNotFoundError(
+                f"job '{job}' has no stateful operator '{operator}' at window {cp.window}; its stateful "
+                f"operators: {', '.join(operators) or 'none'}")
+        if table is None and len(mine) > 1:
+            names = ", ".join(name.split(".", 1)[1] for name in mine)
+            raise InvalidArgumentError(f"operator '{operator}' keeps {len(mine)} state tables ({names}): say "
+                                       "which with table= (--table)")
+        name = mine[0] if table is None else f"{operator}.{table}"
+        if name not in mine:
+            raise StateNotFoundError(f"operator '{operator}' has no state table '{table}'; its tables: "
+                                     f"{', '.join(n.split('.', 1)[1] for n in mine)}")
+        entry = cp.snapshot_manifest.get(name) or {}
+        if self.snapshots is not None and cp.snapshot_uri:
+            self.snapshots.verify(cp.snapshot_uri, {name: entry})
+        out = read_state_table(cp.snapshot_uri, name, entry)
+        if out.num_columns == 0 and cp.plan_version:  # no rows at that checkpoint: the plan's columns
+            op, tab = name.split(".", 1)
+            vertex = self.graph(cp.plan_version).vertices.get(op)
+            cols = vertex.state.get(tab, []) if vertex is not None else []
+            out = empty_state([(c.name, c.type) for c in cols])
+        return out
 
     def effective_last(self, job: str) -> int | None:
         """The last window complete once a recovery replays the staged commit, if any."""
@@ -182,7 +248,10 @@ class JobOperations:
         STOPPED and its next run resumes at ``window + 1``. A catalog change and file deletes:
         no Spark. The caller makes sure no run of the job is under way."""
         rec = self.catalog.get_job(job)
-        self.catalog.get_checkpoint(job, window)  # a clear error when there is none, before fencing anyone
+        cp = self.catalog.get_checkpoint(job, window)  # a clear error when there is none, before fencing anyone
+        if not reset_state and has_state(cp.snapshot_uri, cp.snapshot_manifest) and self.snapshots is not None:
+            # a damaged snapshot is refused now, not at the next run after the rollback
+            self.snapshots.verify(cp.snapshot_uri, cp.snapshot_manifest)
         sinks = sinks_of(self.graph(rec.plan_version)) if rec.plan_version else {}
         generation = self.catalog.acquire(job)
         moves = JobTransitions(self.catalog, job, generation)
@@ -197,8 +266,14 @@ class JobOperations:
                 sink = (cyc.manifest.get("sinks") or {}).get(name) or sinks.get(name)
                 if sink:
                     committer_for(sink, self.home).discard(staged)
-        for name, sink in sinks.items():
-            committer_for(sink, self.home).retract_after(job, name, window)
+        try:
+            for name, sink in sinks.items():
+                committer_for(sink, self.home).retract_after(job, name, window)
+        except LockgateError as err:
+            # the checkpoints are rolled back, some sink output is not: FAILED with the error
+            # until a restore to the same window completes (it retracts what is left)
+            moves.fail(f"restore to window {window} incomplete: {err}")
+            raise
         self.set_options(job, {RESET_KEY: window} if reset_state else {}, drop=[RUN_REQUEST_KEY])
         moves.move(JobState.STOPPING, "rolled back")
         what = f"windows {rolled[0]}..{rolled[-1]} rolled back" if rolled else "nothing after it to roll back"

@@ -18,10 +18,18 @@ A plan whose state layout does not fit the checkpoint to restore, or a damaged s
 snapshot, is refused before the scheduler takes the job over, so nothing changes; any
 later error (a window gap included) leaves the job FAILED with the error, never resting
 half-started in SCHEDULING or RUNNING.
+
+Two runs of one job started together: the later one takes the job over (a new
+generation) and deletes every staged file it finds, the earlier one's in-flight attempt
+included. The earlier run learns it was fenced at its next catalog write, or sooner when
+its Spark job fails because its files vanished; either way it deletes whatever it wrote
+late (its attempt's staged output and snapshot) and stops with one
+:class:`~lockgate.errors.FencedError`, never the storage error the fencing caused.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -29,15 +37,19 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..checkpoint.catalog import Catalog, CheckpointRecord
-from ..checkpoint.snapshots import SnapshotStore
-from ..errors import JobNotFoundError, StateLayoutError, WindowGapError
+from ..checkpoint.layers import has_state, needed_by_all
+from ..checkpoint.snapshots import SnapshotStore, parse_snapshot_uri
+from ..errors import FencedError, JobNotFoundError, SnapshotError, StateLayoutError, WindowGapError
 from ..logs import get_logger, log_event
 from ..plan.logical import PipelineGraph
+from ..plan.one_pass import one_pass
 from ..runtime.availability import slices_by_arrival
 from ..runtime.committers import committer_for
 from ..runtime.results import CycleResult, RestorePoint, late_sink_config
+from ..runtime.staging import staging_uri
 from ..states import JobState, is_terminal
 from . import faults
+from .catchup import GroupSizer
 from .info import JobEvent
 from .transitions import JobTransitions
 
@@ -49,6 +61,10 @@ class CycleExecutor(Protocol):
     or a worker process behind gRPC (a controller's run)."""
 
     def run_cycle(self, window: int, attempt: int, restore: RestorePoint | None) -> CycleResult: ...
+
+    def run_group(self, windows: list[int], attempts: list[int], restore: RestorePoint | None) -> list[CycleResult]:
+        """Consecutive windows in one go (a catch-up group): one result per window."""
+        ...
 
 
 def _event(kind: str, job: str, **fields: Any) -> JobEvent:
@@ -137,6 +153,8 @@ class CycleScheduler:
         self.last_window: int | None = None
         self.sinks = sinks_of(graph)
         self.moves = JobTransitions(catalog, job, on_move=self._moved)
+        #: how many due windows the next catch-up group takes (LOCKGATE_CATCHUP)
+        self.sizer = GroupSizer.from_setting()
 
     @property
     def generation(self) -> int | None:
@@ -176,11 +194,48 @@ class CycleScheduler:
 
     def fail(self, err: BaseException) -> None:
         """Record ``err`` as the job's failure (FAILED). Never raises: when the job cannot
-        be moved (fenced, the catalog down) the original error matters more."""
+        be moved (fenced, the catalog down) the original error matters more. A fenced
+        runner records nothing: the job is another runner's now."""
+        if isinstance(err, FencedError):
+            return
         try:
             self.moves.move(JobState.FAILED, f"{type(err).__name__}: {err}")
-        except Exception:
-            log.exception("could not record the failure of job %s", self.job)
+        except FencedError:
+            log_event(log, "failure_not_recorded", job=self.job, reason="fenced: another runner has the job")
+        except Exception as record_err:
+            log_event(log, "failure_not_recorded", job=self.job, reason=f"{type(record_err).__name__}: {record_err}")
+
+    # -- fencing ---------------------------------------------------------------------
+    def fenced(self) -> bool:
+        """Whether another runner took the job over since this one did."""
+        if self.generation is None:
+            return False
+        try:
+            return self.catalog.get_job(self.job).generation != self.generation
+        except Exception:  # the catalog down: the caller's own error stands
+            return False
+
+    def _abandon(self, window: int, attempt: int) -> None:
+        """Delete what this fenced runner's attempt at ``window`` wrote: its staged output
+        and its snapshot (attempt numbers are per window, so they are this run's alone)."""
+        for name, sink in self.sinks.items():
+            uri = staging_uri(sink, job=self.job, sink_name=name, window=window, attempt=attempt, home=self.home)
+            with contextlib.suppress(Exception):
+                committer_for(sink, self.home).discard({"uri": uri})
+        with contextlib.suppress(Exception):
+            self.snapshots.delete(self.snapshots.snapshot_uri(self.job, window, attempt))
+        log_event(log, "fenced_attempt_removed", job=self.job, window=window, attempt=attempt)
+
+    def _fenced_error(self, window: int, cause: BaseException) -> FencedError:
+        current = None
+        with contextlib.suppress(Exception):
+            current = self.catalog.get_job(self.job).generation
+        return FencedError(
+            f"job '{self.job}': another run took the job over (generation {current}, this run's was "
+            f"{self.generation}) while window {window} ran; this run stopped and removed what it wrote. "
+            "Nothing is lost: the other run goes on from the last complete window"
+            + ("" if isinstance(cause, FencedError) else f" (this run's round failed with {type(cause).__name__})")
+        )
 
     # -- recovery --------------------------------------------------------------------
     def prepare(self, reset_state: bool = False, pipeline_ref: str | None = None) -> None:
@@ -194,7 +249,13 @@ class CycleScheduler:
         """
         graph = self.graph
         if not reset_state:
-            self._check_restorable()
+            try:
+                self._check_restorable()
+            except (SnapshotError, StateLayoutError) as err:
+                # refused before taking the job over: the job's record still says why
+                with contextlib.suppress(Exception):
+                    self.catalog.note_error(self.job, f"{type(err).__name__}: {err}")
+                raise
         self.catalog.ensure_job(self.job, pipeline_ref or graph.name)
         self.moves.generation = generation = self.catalog.acquire(self.job)
         prior = self.moves.current()  # read after acquire: no runner moves it now
@@ -266,7 +327,7 @@ class CycleScheduler:
         if plan_version and plan_version != self.graph.version:
             old = self.catalog.get_plan(plan_version).state_layout
             check_state_layout(old, self.graph.state_layout(), self.job, window)
-        if snapshot_uri:
+        if has_state(snapshot_uri, manifest):
             self.snapshots.verify(snapshot_uri, manifest)
 
     def _restore_point(self, cp: CheckpointRecord, reset_state: bool) -> RestorePoint:
@@ -280,9 +341,16 @@ class CycleScheduler:
         replay above, every staged file of this job belongs to an abandoned attempt."""
         for name, sink in self.sinks.items():
             committer_for(sink, self.home).discard_all_staged(self.job, name)
-        keep = {cp.snapshot_uri for cp in self.catalog.list_checkpoints(self.job) if cp.snapshot_uri}
+        self._delete_unneeded_snapshots()
+
+    def _delete_unneeded_snapshots(self, up_to: int | None = None) -> None:
+        """Delete the job's snapshot folders no retained checkpoint needs (its own, or as a
+        layer of its state: a base or a delta written by an earlier round); ``up_to``: only
+        folders of windows up to it."""
+        keep = needed_by_all((cp.snapshot_uri, cp.snapshot_manifest) for cp in self.catalog.list_checkpoints(self.job))
         for uri in self.snapshots.list_snapshots(self.job):
-            if uri not in keep:
+            parsed = parse_snapshot_uri(uri)
+            if uri not in keep and (up_to is None or (parsed is not None and parsed[1] <= up_to)):
                 self.snapshots.delete(uri)
 
     def _discard(self, manifest: dict[str, Any]) -> None:
@@ -334,9 +402,10 @@ class CycleScheduler:
         return tail
 
     def _expire(self) -> None:
-        for cp in self.catalog.expire_checkpoints(self.job, self.keep):
-            if cp.snapshot_uri:
-                self.snapshots.delete(cp.snapshot_uri)
+        """Expire checkpoints beyond the retention; their snapshot folders go once no
+        retained checkpoint needs them (a base stays while later deltas build on it)."""
+        if self.catalog.expire_checkpoints(self.job, self.keep):
+            self._delete_unneeded_snapshots(up_to=self.last_window)
 
     def run_window(self, window: int) -> CycleResult:
         """One full round for ``window`` (which must be the next one)."""
@@ -345,15 +414,27 @@ class CycleScheduler:
         faults.maybe_crash("before_run", window)
         try:
             result = self.executor.run_cycle(window, cycle.attempt, self.restore)
+        except Exception as err:
+            if self.fenced():  # the take-over deleted this round's files: that is the error
+                self._abandon(window, cycle.attempt)
+                raise self._fenced_error(window, err) from err
+            self.catalog.fail_cycle(cycle.id, f"{type(err).__name__}: {err}")
+            self._emit(_event("cycle_failed", self.job, window=window, message=str(err)))
+            raise
         except BaseException as err:
             self.catalog.fail_cycle(cycle.id, f"{type(err).__name__}: {err}")
             self._emit(_event("cycle_failed", self.job, window=window, message=str(err)))
             raise
         manifest = {**result.to_manifest(), "sinks": self.sinks}
         faults.maybe_crash("before_stage", window)
-        self.catalog.stage_cycle(
-            cycle.id, self.generation, manifest, result.rows_in, result.rows_out, result.late_rows, result.timings
-        )
+        try:
+            self.catalog.stage_cycle(
+                cycle.id, self.generation, manifest, result.rows_in, result.rows_out, result.late_rows,
+                result.timings,
+            )
+        except FencedError as err:
+            self._abandon(window, cycle.attempt)
+            raise self._fenced_error(window, err) from err
         faults.maybe_crash("after_stage", window)
         tail = self._commit(cycle.id, window, manifest, result.rows_in, result.rows_out, self.graph.version)
         result.timings.update(tail)
@@ -370,6 +451,62 @@ class CycleScheduler:
             )
         )
         return result
+
+    def run_group(self, windows: list[int]) -> list[CycleResult]:
+        """A catch-up group: consecutive ``windows`` (the next ones) computed in one go by
+        the worker, then staged and committed one window at a time, in order, each with its
+        own sink commits and checkpoint row, exactly as single rounds would be. A failure
+        before the first commit leaves every window of the group to run again; one after it
+        leaves the committed windows committed and the staged ones to the recovery."""
+        if len(windows) == 1:
+            return [self.run_window(windows[0])]
+        cycles = [self.catalog.begin_cycle(self.job, w, self.generation, self.graph.version) for w in windows]
+        for w in windows:
+            self._emit(_event("cycle_started", self.job, window=w))
+        faults.maybe_crash("before_run", windows[0])
+        try:
+            results = self.executor.run_group(windows, [c.attempt for c in cycles], self.restore)
+        except Exception as err:
+            if self.fenced():
+                for c in cycles:
+                    self._abandon(c.window, c.attempt)
+                raise self._fenced_error(windows[0], err) from err
+            self._fail_cycles(cycles, err)
+            raise
+        except BaseException as err:
+            self._fail_cycles(cycles, err)
+            raise
+        manifests = []
+        for cycle, result in zip(cycles, results, strict=True):
+            manifest = {**result.to_manifest(), "sinks": self.sinks}
+            faults.maybe_crash("before_stage", result.window)
+            try:
+                self.catalog.stage_cycle(
+                    cycle.id, self.generation, manifest, result.rows_in, result.rows_out, result.late_rows,
+                    result.timings,
+                )
+            except FencedError as err:
+                for c in cycles:
+                    self._abandon(c.window, c.attempt)
+                raise self._fenced_error(result.window, err) from err
+            faults.maybe_crash("after_stage", result.window)
+            manifests.append(manifest)
+        for cycle, result, manifest in zip(cycles, results, manifests, strict=True):
+            tail = self._commit(cycle.id, result.window, manifest, result.rows_in, result.rows_out, self.graph.version)
+            result.timings.update(tail)
+            self.restore = RestorePoint(result.window, result.snapshot_uri, result.snapshot_manifest)
+            self._emit(
+                _event(
+                    "cycle_done", self.job, window=result.window, rows_in=result.rows_in, rows_out=result.rows_out,
+                    late_rows=result.late_rows, timings=result.timings,
+                )
+            )
+        return results
+
+    def _fail_cycles(self, cycles: list[Any], err: BaseException) -> None:
+        for c in cycles:
+            self.catalog.fail_cycle(c.id, f"{type(err).__name__}: {err}")
+        self._emit(_event("cycle_failed", self.job, window=cycles[0].window, message=str(err)))
 
     def check_gap(self, first: int) -> None:
         if self.last_window is not None and first > self.last_window + 1:
@@ -393,17 +530,22 @@ class CycleScheduler:
             self.enter_running(f"windows {first}..{last}")
             todo = [w for w in range(first, last + 1) if self.last_window is None or w > self.last_window]
             self._emit(_event("run_planned", self.job, window=first, message=f"{len(todo)} windows to run"))
-            for w in range(first, last + 1):
-                if self.last_window is not None and w <= self.last_window:
-                    summary.windows_skipped += 1
-                    continue
+            summary.windows_skipped = (last - first + 1) - len(todo)
+            # groups where they pay: plans a group computes in one pass, unless a size was set
+            grouped = hasattr(self.executor, "run_group") and (not self.sizer.adaptive or one_pass(self.graph))
+            while todo:
                 if stop is not None and stop.is_set():
                     break
-                res = self.run_window(w)
-                summary.windows_run += 1
-                summary.rows_in += res.rows_in
-                summary.rows_out += res.rows_out
-                summary.late_rows += res.late_rows
+                size = self.sizer.next(len(todo)) if grouped else 1
+                group, todo = todo[:size], todo[size:]
+                t = time.perf_counter()
+                results = self.run_group(group) if size > 1 else [self.run_window(group[0])]
+                self.sizer.observe(len(group), time.perf_counter() - t)
+                for res in results:
+                    summary.windows_run += 1
+                    summary.rows_in += res.rows_in
+                    summary.rows_out += res.rows_out
+                    summary.late_rows += res.late_rows
         except BaseException as err:  # KeyboardInterrupt too: the job must not stay RUNNING
             self.fail(err)
             raise

@@ -109,7 +109,9 @@ def _analyze(graph: PipelineGraph, fns: Mapping[str, Callable[..., Any]], spark:
             )
         frames[vid] = out
         v.schema = _columns(schema)
-        v.state = {k.split(".", 1)[1]: _columns(df.schema) for k, df in ctx.state_out.items() if k.startswith(vid + ".")}
+        v.state = {
+            k.split(".", 1)[1]: _columns(d.upserts.schema) for k, d in ctx.state_out.items() if k.startswith(vid + ".")
+        }
         _propagate_event_time(graph, v, schema)
 
 

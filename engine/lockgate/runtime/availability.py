@@ -52,6 +52,14 @@ def list_files(path: str) -> list[pafs.FileInfo]:
 
 
 _STATS: dict[tuple[str, int, int, str], tuple[int, int] | None] = {}
+#: rows with a value in the column, from the same footers (None: a row group without null counts)
+_ROWS: dict[tuple[str, int, int, str], int | None] = {}
+
+
+def parquet_rows(info: pafs.FileInfo, column: str) -> int | None:
+    """Rows of a Parquet file with a value in ``column`` as its footer says, once
+    :func:`parquet_range` read that footer (None: unknown)."""
+    return _ROWS.get((info.path, info.size or 0, info.mtime_ns or 0, column))
 
 
 def parquet_range(fs: pafs.FileSystem, info: pafs.FileInfo, column: str) -> tuple[int, int] | None:
@@ -65,16 +73,20 @@ def parquet_range(fs: pafs.FileSystem, info: pafs.FileInfo, column: str) -> tupl
                 meta = pq.ParquetFile(f).metadata
             idx = meta.schema.to_arrow_schema().get_field_index(column)
             lo = hi = None
+            rows: int | None = 0
             for rg in range(meta.num_row_groups):
                 st = meta.row_group(rg).column(idx).statistics
                 if st is None or not st.has_min_max:
                     lo = None
                     break
+                if rows is not None:
+                    rows = rows + meta.row_group(rg).num_rows - st.null_count if st.has_null_count else None
                 mn, mx = to_micros(st.min), to_micros(st.max)
                 lo = mn if lo is None else min(lo, mn)
                 hi = mx if hi is None else max(hi, mx)
             if lo is not None and hi is not None:
                 rng = (lo, hi)
+                _ROWS[key] = rows
         except Exception:  # unreadable footer: let Spark read it and report
             rng = None
         _STATS[key] = rng

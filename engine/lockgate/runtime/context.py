@@ -7,11 +7,14 @@ from dataclasses import dataclass, field
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
+from .layered_state import LayeredState, StateDelta
+
 
 @dataclass
 class CycleContext:
-    """The window being processed, the state loaded from the last snapshot, the state to
-    snapshot after this window, and the DataFrames to unpersist when the round ends.
+    """The window being processed, the state at the last checkpoint (its layers, read only
+    where an operator asks), what each stateful operator changed in this window (the delta
+    the round writes), and the DataFrames to unpersist when the round ends.
 
     ``analysis=True`` is the compile-time mode: inputs are empty and nothing is cached.
     """
@@ -26,17 +29,20 @@ class CycleContext:
     watermark_us: int
     parallelism: int = 2
     analysis: bool = False
-    #: "<operator>.<table>" -> DataFrame loaded from the previous snapshot
-    state_in: dict[str, DataFrame] = field(default_factory=dict)
-    #: "<operator>.<table>" -> DataFrame to snapshot after this round
-    state_out: dict[str, DataFrame] = field(default_factory=dict)
+    #: "<operator>.<table>" -> its layers at the last checkpoint (absent: no state yet)
+    state_in: dict[str, LayeredState] = field(default_factory=dict)
+    #: "<operator>.<table>" -> what this round changed, to snapshot after it
+    state_out: dict[str, StateDelta] = field(default_factory=dict)
     cached: list[DataFrame] = field(default_factory=list)
 
-    def state(self, operator: str, table: str = "main") -> DataFrame | None:
-        return self.state_in.get(f"{operator}.{table}")
+    def state(self, operator: str, table: str = "main") -> LayeredState | None:
+        """The table's state at the last checkpoint; None when it holds nothing."""
+        state = self.state_in.get(f"{operator}.{table}")
+        return None if state is None or state.empty else state
 
-    def set_state(self, operator: str, df: DataFrame, table: str = "main") -> None:
-        self.state_out[f"{operator}.{table}"] = df
+    def set_state(self, operator: str, delta: StateDelta, table: str = "main") -> None:
+        """Record what this round changed in the table (its snapshot writes only that)."""
+        self.state_out[f"{operator}.{table}"] = delta
 
     def cache(self, df: DataFrame) -> DataFrame:
         """Persist ``df`` for the rest of the round when it feeds more than one action."""

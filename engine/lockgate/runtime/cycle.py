@@ -7,8 +7,12 @@ groups in order, each group's chains in order, each chain's operators in order (
 ``lockgate explain`` prints); at its tails state is snapshotted and sink output staged.
 Outputs a group materialises (read by several consumers) are persisted for the round.
 
-Small states are collected to the driver and written as one Parquet file, which saves a
-distributed write and its commit protocol; an empty state writes nothing. A Parquet
+State is written incrementally: a round reads from the last checkpoint only what its window
+needs and writes only what it changed, as a delta layer on that checkpoint's chain (see
+:mod:`lockgate.runtime.layered_state` and :mod:`lockgate.runtime.compaction`).
+
+Small layers are collected to the driver and written as one Parquet file, which saves a
+distributed write and its commit protocol; an empty layer writes nothing. A Parquet
 sink's small output is staged the same way. :func:`driver_rows` says what "small" is.
 
 The controller's half (commit the staged output, then write the checkpoint row) is in
@@ -20,25 +24,42 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
+from ..checkpoint.layers import (
+    DELTA,
+    derived_manifest,
+    has_state,
+    horizon,
+    layered_entry,
+    replay_range,
+    table_layers,
+)
 from ..checkpoint.snapshots import SnapshotStore
 from ..errors import CompileError, InvalidArgumentError
 from ..plan.compile import CompiledPlan
 from .analysis import struct_of
-from .availability import slices_by_arrival
+from .availability import slice_column
+from .catchup import TAG, Span, one_pass, slices_by_arrival, tagged_head, translate_span
+from .compaction import TableWrite, max_deltas, plan_write
 from .context import CycleContext
+from .layered_state import LayeredState, StateDelta
 from .results import CycleResult, RestorePoint, late_sink_config
 from .sinks import driver_stageable, driver_writable, stage_sink, stage_table
-from .sources import read_slice
+from .sources import SourceSpan, read_slice, read_span
 from .translate import translate
 from .walk import OperatorStep, walk_cycles
+
+#: in-memory delta layers a catch-up group stacks on a state table before folding them into one
+MEMORY_LAYERS = 16
 
 
 def driver_rows(setting: str, default: int = 200_000) -> int:
@@ -110,31 +131,66 @@ class CycleRunner:
         #: its first round: a sink's output schema is looked up once)
         self._state_on_driver = {t: driver_writable(s) for t, s in self._state_schemas.items()}
         self._sink_on_driver: dict[str, bool] = {}
+        #: deltas a state table's chain may hold before a round folds it (LOCKGATE_STATE_MAX_DELTAS)
+        self.max_deltas = max_deltas()
+        #: rows of the layer each state table wrote in the last round this runner ran
+        self._last_layer_rows: dict[str, int] = {}
+        #: the state the current round started from (its layers), per table
+        self._state_in: dict[str, LayeredState] = {}
 
-    def _state_estimate(self, table: str, restore: RestorePoint | None) -> int | None:
-        """Rows the state table may hold after this round; None when unknown."""
-        if self._last_rows_in is None:
+    def _layer_estimate(self, table: str, write: TableWrite) -> int | None:
+        """Rows the layer about to be written may hold; None when unknown (then Spark writes it)."""
+        last = self._last_layer_rows.get(table)
+        if last is None or self._last_rows_in is None:
             return None
-        before = 0
-        if restore is not None and restore.snapshot_uri is not None:
-            before = int((restore.snapshot_manifest.get(table) or {}).get("rows", 0))
-        return before + self._last_rows_in
+        pending = max(last, self._last_rows_in)
+        state = self._state_in.get(table)
+        chain = 0 if state is None else state.rows
+        if write.kind == "delta":
+            return pending
+        if write.kind == "folded":
+            return chain - sum(int(layer["rows"]) for layer in write.kept) + pending
+        return chain + pending
 
     def _snapshot(
-        self, snapshot_uri: str, table: str, df: DataFrame, restore: RestorePoint | None, timings: dict[str, float]
+        self, snapshot_uri: str, table: str, delta: StateDelta, restore: RestorePoint | None,
+        timings: dict[str, float],
     ) -> dict[str, Any]:
-        """Write one state table (from the driver when it is expected to be small); returns
-        its manifest entry. Adds the time spent persisting it to ``timings["snapshot_io"]``:
-        on the driver path the file write alone (the collect computes the round, which the
-        sinks then reuse); on Spark's path the whole write, which cannot be split."""
-        estimate = self._state_estimate(table, restore)
+        """Write what the round changed in one state table (a delta layer, or a fold of its
+        chain: :func:`~lockgate.runtime.compaction.plan_write`); returns its manifest entry,
+        which names every layer of the table's chain. Adds the time spent persisting it to
+        ``timings["snapshot_io"]``."""
+        entry_in = (restore.snapshot_manifest.get(table) or {}) if restore is not None else {}
+        previous = table_layers(restore.snapshot_uri if restore else None, entry_in)
+        state = self._state_in.get(table) or LayeredState(self.spark, self._state_schemas[table], [], None)
+        write = plan_write(previous, state, delta, self.max_deltas, self._last_layer_rows.get(table))
+        written = self._write_layer(snapshot_uri, table, write.rows, self._layer_estimate(table, write), timings)
+        self._last_layer_rows[table] = int(written["rows"])
+        layers = list(write.kept)
+        if written["rows"] > 0:
+            layers.append({"snapshot": snapshot_uri, "kind": write.layer_kind, **written})
+        return {**layered_entry(layers, delta.expire_below or horizon(entry_in)), "written": write.kind,
+                "identity": None if delta.identity is None else list(delta.identity)}
+
+    def _write_layer(
+        self, snapshot_uri: str, table: str, df: DataFrame, estimate: int | None, timings: dict[str, float]
+    ) -> dict[str, Any]:
+        """Write one layer (from the driver when it is expected to be small); returns its
+        ``{"files", "rows"}``. On the driver path the time is the file write alone (the
+        collect computes the round, which the sinks then reuse); on Spark's the whole write."""
         if self._state_on_driver[table] and _within(estimate, self.driver_snapshot_rows):
             collected = df.toArrow()
             t = time.perf_counter()
             entry = self.snapshots.write_table(snapshot_uri, table, collected)
         else:
             t = time.perf_counter()
-            df.write.mode("overwrite").parquet(self.snapshots.operator_uri(snapshot_uri, table))
+            try:
+                df.write.mode("overwrite").parquet(self.snapshots.operator_uri(snapshot_uri, table))
+            except Exception as exc:  # a full disk or a refused folder: one clear error
+                err = self.snapshots.write_error(exc, snapshot_uri, table)
+                if err is None:
+                    raise
+                raise err from exc
             entry = self.snapshots.operator_manifest(snapshot_uri, table)
         timings["snapshot_io"] = timings.get("snapshot_io", 0.0) + time.perf_counter() - t
         return entry
@@ -159,17 +215,22 @@ class CycleRunner:
         """``(start, end)`` of cycle window ``window`` in microseconds, end exclusive."""
         return self.plan.graph.clock.bounds_us(window)
 
-    def _load_state(self, restore: RestorePoint | None) -> dict[str, DataFrame]:
-        if restore is None or restore.snapshot_uri is None:
+    def _load_state(self, restore: RestorePoint | None) -> dict[str, LayeredState]:
+        """The state at ``restore``: each table's layers, verified against the manifest (the
+        files are read only where an operator asks)."""
+        if restore is None or not has_state(restore.snapshot_uri, restore.snapshot_manifest):
             return {}
         self.snapshots.verify(restore.snapshot_uri, restore.snapshot_manifest)
         state = {}
         for table, schema in self._state_schemas.items():
             entry = restore.snapshot_manifest.get(table)
-            # an empty state has no file: restored as no state, which operators treat as empty
-            if entry is not None and entry.get("rows", 1) > 0:
-                uri = self.snapshots.operator_uri(restore.snapshot_uri, table)
-                state[table] = self.spark.read.schema(schema).parquet(uri)
+            if entry is None:
+                continue
+            layers = table_layers(restore.snapshot_uri, entry)
+            folders = [(self.snapshots.operator_uri(layer["snapshot"], table), layer["kind"] == DELTA)
+                       for layer in layers]
+            state[table] = LayeredState(self.spark, schema, folders, horizon(entry),
+                                        rows=sum(int(layer["rows"]) for layer in layers))
         return state
 
     @staticmethod
@@ -184,18 +245,26 @@ class CycleRunner:
         ts = pc.cast(table[cfg["event_time"]], pa.int64())
         return table.num_rows, int(pc.sum(pc.less(ts, watermark_us)).as_py() or 0)
 
-    def _read_head(self, ctx: CycleContext, head: OperatorStep, round_: _Round) -> None:
-        """Read the window's slice of source ``head``: drop (or set aside for the late sink)
-        the records below the watermark, and count rows without an extra Spark job."""
+    def _read_head(
+        self, ctx: CycleContext, head: OperatorStep, round_: _Round, span: SourceSpan | None = None
+    ) -> None:
+        """Read the window's slice of source ``head`` (from ``span`` when a catch-up group
+        read it, which then counts its rows): drop (or set aside for the late sink) the
+        records below the watermark, and count rows without an extra Spark job."""
         v = head.vertex
         cfg = v.config["source"]
-        piece = read_slice(self.spark, cfg, self._schemas[v.id], ctx.start_us, ctx.end_us)
+        if span is not None:
+            piece = span.slice(ctx.start_us, ctx.end_us)
+        else:
+            piece = read_slice(self.spark, cfg, self._schemas[v.id], ctx.start_us, ctx.end_us)
         round_.positions[v.id] = piece.position
         df = piece.df
         by_arrival = slices_by_arrival(cfg)
         late = F.col(cfg["event_time"]) < F.timestamp_micros(F.lit(ctx.prev_watermark_us))
         if piece.table is not None or piece.empty:
             round_.counts[v.id] = self._count_on_driver(piece.table, cfg, ctx.prev_watermark_us, by_arrival)
+        elif span is not None:
+            pass  # counted for the whole group by _span_counts
         else:
             obs = Observation(f"lg_{v.id}_{uuid.uuid4().hex[:8]}")
             metrics = [F.count(F.lit(1)).alias("rows")]
@@ -212,16 +281,48 @@ class CycleRunner:
                 df = df.filter(~late)
         round_.frames[v.id] = ctx.cache(df) if head.materialize else df
 
-    def run(self, window: int, attempt: int, restore: RestorePoint | None) -> CycleResult:
-        """Process cycle window ``window``; returns the staged output and the new snapshot."""
+    def _walk(
+        self, ctx: CycleContext, round_: _Round, spans: dict[str, SourceSpan] | None = None
+    ) -> tuple[list[tuple[str, DataFrame, dict[str, Any]]], list[str], float, float]:
+        """Build one window's DataFrames along the ExecutionGraph: returns its sinks' output
+        ``(name, frame, sink)``, the state tables its tails produced, and the seconds spent
+        reading and planning."""
         g = self.plan.graph
-        timings: dict[str, float] = {}
-        t0 = time.perf_counter()
+        ran: list[str] = []
+        read_s = plan_s = 0.0
+        sinks: list[tuple[str, DataFrame, dict[str, Any]]] = []
+        state_tables: list[str] = []
+        for walk in self._walks:
+            t = time.perf_counter()
+            for head in walk.heads:  # the cycle's head: read the window's slices
+                self._read_head(ctx, head, round_, None if spans is None else spans[head.vertex.id])
+            read_s += time.perf_counter() - t
+            t = time.perf_counter()
+            frames = round_.frames
+            for op in walk.operators:  # groups, chains, operators: the ExecutionGraph's order
+                ran.append(op.vertex.id)
+                if op.head:
+                    continue  # its slice was read at the head
+                out = translate(ctx, g, op.vertex, [frames[i] for i in op.inputs], self.plan.fns)
+                frames[op.vertex.id] = ctx.cache(out) if op.materialize else out
+            # the cycle's tail: its sinks' output and its stateful operators' state
+            sinks += [(vid, frames[vid], cfg) for vid, cfg in walk.sinks]
+            state_tables += [t for t in walk.state_tables if t in ctx.state_out]
+            plan_s += time.perf_counter() - t
+        self.run_order = ran
+        late_cfg = g.watermark["late"]
+        for src, df in round_.late_frames.items():
+            sinks.append((f"late.{src}", df, late_sink_config(late_cfg["sink"], src)))
+        if len(state_tables) != len(ctx.state_out):
+            stray = ", ".join(sorted(set(ctx.state_out) - set(state_tables)))
+            raise CompileError(f"state {stray} was produced by no tail of the execution graph's cycles")
+        return sinks, state_tables, read_s, plan_s
+
+    def _context(self, window: int, state_in: dict[str, LayeredState]) -> CycleContext:
+        g = self.plan.graph
         start, end = self.bounds(window)
         lateness = g.watermark["lateness_us"]
-        state_in = self._load_state(restore)
-        timings["state_load"] = time.perf_counter() - t0
-        ctx = CycleContext(
+        return CycleContext(
             self.spark,
             window,
             start,
@@ -231,38 +332,24 @@ class CycleRunner:
             parallelism=max(v.parallelism for v in g.vertices.values()),
             state_in=state_in,
         )
+
+    def run(self, window: int, attempt: int, restore: RestorePoint | None) -> CycleResult:
+        """Process cycle window ``window``; returns the staged output and the new snapshot.
+
+        From a derived checkpoint (inside an earlier catch-up group) the state is first
+        recomputed by replaying the group's windows with sinks muted (:meth:`run_group`)."""
+        if restore is not None and replay_range(restore.snapshot_manifest) is not None:
+            return self.run_group([window], [attempt], restore)[0]
+        timings: dict[str, float] = {}
+        t0 = time.perf_counter()
+        state_in = self._state_in = self._load_state(restore)
+        timings["state_load"] = time.perf_counter() - t0
+        ctx = self._context(window, state_in)
         round_ = _Round()
-        ran: list[str] = []
-        read_s = plan_s = 0.0
         try:
-            sinks: list[tuple[str, DataFrame, dict[str, Any]]] = []
-            state_tables: list[str] = []
-            for walk in self._walks:
-                t = time.perf_counter()
-                for head in walk.heads:  # the cycle's head: read the window's slices
-                    self._read_head(ctx, head, round_)
-                read_s += time.perf_counter() - t
-                t = time.perf_counter()
-                frames = round_.frames
-                for op in walk.operators:  # groups, chains, operators: the ExecutionGraph's order
-                    ran.append(op.vertex.id)
-                    if op.head:
-                        continue  # its slice was read at the head
-                    out = translate(ctx, g, op.vertex, [frames[i] for i in op.inputs], self.plan.fns)
-                    frames[op.vertex.id] = ctx.cache(out) if op.materialize else out
-                # the cycle's tail: its sinks' output and its stateful operators' state
-                sinks += [(vid, frames[vid], cfg) for vid, cfg in walk.sinks]
-                state_tables += [t for t in walk.state_tables if t in ctx.state_out]
-                plan_s += time.perf_counter() - t
-            self.run_order = ran
-            late_cfg = g.watermark["late"]
-            for src, df in round_.late_frames.items():
-                sinks.append((f"late.{src}", df, late_sink_config(late_cfg["sink"], src)))
+            sinks, state_tables, read_s, plan_s = self._walk(ctx, round_)
             timings["read"] = timings["state_load"] + read_s  # from the round's start, as it always was
             timings["plan"] = plan_s
-            if len(state_tables) != len(ctx.state_out):
-                stray = ", ".join(sorted(set(ctx.state_out) - set(state_tables)))
-                raise CompileError(f"state {stray} was produced by no tail of the execution graph's cycles")
 
             # snapshots first: they compute the round's cached state the sinks then reuse
             t2 = time.perf_counter()
@@ -303,3 +390,302 @@ class CycleRunner:
             timings={k: round(v * 1000, 1) for k, v in timings.items()},
         )
 
+
+    # -- catch-up groups -------------------------------------------------------------------
+    def _span_counts(
+        self, spans: dict[str, SourceSpan], windows: list[int], include_driver: bool = False
+    ) -> dict[int, dict[str, tuple[int, int]]]:
+        """(rows, late rows) per window of every file span (and of the driver's, when
+        ``include_driver``), in one aggregate per source."""
+        clock = self.plan.graph.clock
+        lateness = self.plan.graph.watermark["lateness_us"]
+        out: dict[int, dict[str, tuple[int, int]]] = {w: {} for w in windows}
+        for vid, span in spans.items():
+            if span.df is None or (span.on_driver and not include_driver):
+                continue
+            footers = span.footer_counts(clock.window_at_us)
+            if footers is not None:  # one file per window, say: no scan needed
+                for w, n in footers.items():
+                    if w in out:
+                        out[w][vid] = (n, 0)
+                continue
+            cfg = span.cfg
+            w = F.floor((F.unix_micros(F.col(slice_column(cfg))) - F.lit(clock.origin_us)) / F.lit(clock.size_us))
+            if slices_by_arrival(cfg):
+                prev_wm = w * F.lit(clock.size_us) + F.lit(clock.origin_us - lateness)
+                late = (F.unix_micros(F.col(cfg["event_time"])) < prev_wm).cast("long")
+            else:
+                late = F.lit(0).cast("long")
+            rows = span.df.groupBy(w.cast("long").alias("w")).agg(
+                F.count(F.lit(1)).alias("rows"), F.coalesce(F.sum(late), F.lit(0)).alias("late")
+            ).collect()
+            for r in rows:
+                if int(r["w"]) in out:
+                    out[int(r["w"])][vid] = (int(r["rows"]), int(r["late"]))
+        return out
+
+    def _advance(
+        self, windows: list[int], state: dict[str, LayeredState], held: list[DataFrame], ctxs: list[CycleContext],
+        identities: dict[str, tuple[str, ...] | None], timings: dict[str, float],
+    ) -> list[tuple[_Round, list[tuple[str, DataFrame, dict[str, Any]]]]]:
+        """Build the DataFrames of consecutive ``windows`` on ``state`` (updated in place:
+        each window's delta stacks in memory on the one before); nothing runs on Spark here
+        but the sources' counts. Returns each window's round and sink output."""
+        t = time.perf_counter()
+        spans = self._group_spans(windows[0], windows[-1], held)
+        counts = self._span_counts(spans, windows)
+        timings["read"] = timings.get("read", 0.0) + time.perf_counter() - t
+        out = []
+        for w in windows:
+            ctx = self._context(w, dict(state))
+            ctxs.append(ctx)
+            round_ = _Round()
+            sinks, tables, read_s, plan_s = self._walk(ctx, round_, spans)
+            t = time.perf_counter()
+            round_.counts.update(counts[w])
+            for table in tables:
+                delta = ctx.state_out[table]
+                identities[table] = delta.identity
+                current = state.get(table) or LayeredState(self.spark, self._state_schemas[table], [], None)
+                keep = self._keep(held)
+                stacked = current.with_delta(delta, keep)
+                # a lookup merges every layer: fold the in-memory ones now and then, not every window
+                state[table] = stacked.collapsed(delta.identity, keep) if stacked.in_memory >= MEMORY_LAYERS else stacked
+            timings["read"] = timings.get("read", 0.0) + read_s
+            timings["plan"] = timings.get("plan", 0.0) + plan_s + time.perf_counter() - t
+            out.append((round_, sinks))
+        return out
+
+    def _stage_group(
+        self, outputs: dict[str, list[tuple[int, int, DataFrame, dict[str, Any]]]]
+    ) -> dict[int, dict[str, dict[str, Any]]]:
+        """Stage every window's output of every sink: one Spark job per sink for the whole
+        group when its windows are small (collected together, split by window, written from
+        the driver), otherwise one write per window."""
+        staged: dict[int, dict[str, dict[str, Any]]] = {}
+        for name, items in outputs.items():
+            last = self._last_staged_rows.get(name)
+            expected = None if last is None else max(last, 1) * len(items)
+            sink = items[0][3]
+            if len(items) > 1 and self._sink_on_driver.get(name) and _within(expected, self.driver_stage_rows):
+                tagged = None
+                for w, _a, df, _s in items:
+                    one = df.withColumn("__lg_w", F.lit(w).cast("long"))
+                    tagged = one if tagged is None else tagged.unionByName(one)
+                table = tagged.toArrow()
+                tags = table.column("__lg_w")
+                body = table.drop_columns(["__lg_w"])
+                for w, attempt, _df, _s in items:
+                    part = body.filter(pc.equal(tags, w))
+                    staged.setdefault(w, {})[name] = stage_table(
+                        part, sink, job=self.job, sink_name=name, window=w, attempt=attempt, home=self.home
+                    )
+                self._last_staged_rows[name] = max(int(d[name]["rows"]) for d in staged.values() if name in d)
+            else:
+                for w, attempt, df, s in items:
+                    staged.setdefault(w, {})[name] = self._stage(name, df, s, w, attempt)
+        return staged
+
+    def _keep(self, held: list[DataFrame]) -> Callable[[DataFrame], DataFrame]:
+        """A function persisting a frame for the rest of the group (unpersisted at its end)."""
+
+        def keep(df: DataFrame) -> DataFrame:
+            df = df.persist(StorageLevel.MEMORY_AND_DISK)
+            held.append(df)
+            return df
+
+        return keep
+
+    def _group_spans(
+        self, first: int, last: int, held: list[DataFrame], cache: bool = True
+    ) -> dict[str, SourceSpan]:
+        """Every head source's records of windows ``first..last``, listed once; file records
+        cached when ``cache`` (each window filters them), else scanned by each job that reads them."""
+        start, _ = self.bounds(first)
+        _, end = self.bounds(last)
+        spans = {}
+        for walk in self._walks:
+            for head in walk.heads:
+                v = head.vertex
+                span = read_span(self.spark, v.config["source"], self._schemas[v.id], start, end)
+                if span.df is not None and cache:
+                    span.df = self._keep(held)(span.df)
+                spans[v.id] = span
+        return spans
+
+    def _one_pass(
+        self, windows: list[int], first: int, restore: RestorePoint | None, held: list[DataFrame],
+        timings: dict[str, float],
+    ) -> tuple[dict[str, tuple[DataFrame, dict[str, Any]]], dict[str, StateDelta], list[_Round]]:
+        """A group computed as one DataFrame per sink (:mod:`lockgate.runtime.catchup`), from
+        window ``first`` (before the group when a derived restore point is replayed)."""
+        g = self.plan.graph
+        last = windows[-1]
+        t = time.perf_counter()
+        # file records are scanned twice (the counts read two columns), which costs less than
+        # caching them; records made on the driver are made once
+        spans = self._group_spans(first, last, held, cache=False)
+        for span in spans.values():
+            if span.on_driver:
+                span.df = self._keep(held)(span.whole())
+        counts = self._span_counts(spans, list(range(first, last + 1)), include_driver=True)
+        timings["read"] = timings.get("read", 0.0) + time.perf_counter() - t
+        t = time.perf_counter()
+        span = Span(first, last, g.clock.origin_us, g.clock.size_us, g.watermark["lateness_us"])
+        frames: dict[str, DataFrame] = {}
+        keep = self._keep(held)
+        sinks: dict[str, tuple[DataFrame, dict[str, Any]]] = {}
+        ran = []
+        for walk in self._walks:
+            for head in walk.heads:
+                frames[head.vertex.id] = tagged_head(span, spans[head.vertex.id])
+            for op in walk.operators:
+                ran.append(op.vertex.id)
+                if op.head:
+                    continue
+                out = translate_span(span, g, op.vertex, [frames[i] for i in op.inputs], self._state_in, keep)
+                frames[op.vertex.id] = keep(out) if op.materialize else out
+            for vid, cfg in walk.sinks:
+                sinks[vid] = (frames[vid], cfg)
+        self.run_order = ran
+        rounds = []
+        for w in windows:
+            round_ = _Round()
+            start, end = self.bounds(w)
+            round_.positions = {vid: sp.position(start, end) for vid, sp in spans.items()}
+            round_.counts = dict(counts[w])
+            rounds.append(round_)
+        timings["plan"] = timings.get("plan", 0.0) + time.perf_counter() - t
+        return sinks, span.deltas, rounds
+
+    def _stage_tagged(
+        self, sinks: dict[str, tuple[DataFrame, dict[str, Any]]], windows: list[int], attempts: list[int],
+        held: list[DataFrame],
+    ) -> dict[int, dict[str, dict[str, Any]]]:
+        """Stage each window's share of every sink's tagged output: collected once and split on
+        the driver when small, else one write per window of the cached output."""
+        staged: dict[int, dict[str, dict[str, Any]]] = {w: {} for w in windows}
+        for name, (df, sink) in sinks.items():
+            last = self._last_staged_rows.get(name)
+            expected = None if last is None else max(last, 1) * len(windows)
+            if self._sink_on_driver.get(name) and _within(expected, self.driver_stage_rows):
+                table = df.filter(F.col(TAG) >= F.lit(windows[0])).toArrow()
+                tags = table.column(TAG)
+                body = table.drop_columns([TAG])
+                for w, attempt in zip(windows, attempts, strict=True):
+                    staged[w][name] = stage_table(
+                        body.filter(pc.equal(tags, w)), sink, job=self.job, sink_name=name, window=w,
+                        attempt=attempt, home=self.home,
+                    )
+                self._last_staged_rows[name] = max(int(staged[w][name]["rows"]) for w in windows)
+            else:
+                cached = self._keep(held)(df)
+                for w, attempt in zip(windows, attempts, strict=True):
+                    staged[w][name] = self._stage(name, cached.filter(F.col(TAG) == F.lit(w)).drop(TAG), sink, w, attempt)
+        return staged
+
+    def run_group(self, windows: list[int], attempts: list[int], restore: RestorePoint | None) -> list[CycleResult]:
+        """Run consecutive ``windows`` (a catch-up group) in one go; returns one result per
+        window, each with its own staged sink output and positions.
+
+        The sources are read once for the group. A plan :func:`~lockgate.runtime.catchup.one_pass`
+        accepts is computed as one DataFrame per sink and state table; any other plan window by
+        window, each window's state the one before with its delta stacked in memory. Either way
+        no snapshot is written until the group's last window, whose snapshot holds everything
+        the group changed (one layer on the base's chain). The windows before it get *derived*
+        checkpoints: their state is the base's layers plus the windows to replay on them with
+        sinks muted (:func:`~lockgate.checkpoint.layers.replay_range`), which is also what this
+        method does first when ``restore`` is itself derived.
+        """
+        if len(windows) != len(attempts) or not windows:
+            raise InvalidArgumentError(f"a group needs one attempt per window, got {windows} and {attempts}")
+        if windows != list(range(windows[0], windows[0] + len(windows))):
+            raise InvalidArgumentError(f"a group's windows must be consecutive, got {windows}")
+        timings: dict[str, float] = {}
+        t0 = time.perf_counter()
+        base = self._state_in = self._load_state(restore)
+        timings["state_load"] = time.perf_counter() - t0
+        held: list[DataFrame] = []
+        ctxs: list[CycleContext] = []
+        replay = replay_range(restore.snapshot_manifest) if restore is not None else None
+        if replay is not None and replay[1] + 1 != windows[0]:
+            raise InvalidArgumentError(
+                f"restore point {restore.window} replays windows {replay[0]}..{replay[1]}; "  # type: ignore[union-attr]
+                f"the next window is {replay[1] + 1}, not {windows[0]}"
+            )
+        last_w, last_a = windows[-1], attempts[-1]
+        try:
+            deltas: dict[str, StateDelta] = {}
+            if one_pass(self.plan.graph):
+                first = replay[0] if replay is not None else windows[0]
+                sinks, deltas, rounds = self._one_pass(windows, first, restore, held, timings)
+            else:
+                state = dict(base)
+                identities: dict[str, tuple[str, ...] | None] = {}
+                if replay is not None:  # a derived restore point: recompute its state, sinks muted
+                    self._advance(list(range(replay[0], replay[1] + 1)), state, held, ctxs, identities, {})
+                advanced = self._advance(windows, state, held, ctxs, identities, timings)
+                rounds = [r for r, _ in advanced]
+                for table in state:
+                    if state[table] is not base.get(table):
+                        delta = state[table].memory_delta(identities.get(table))
+                        if delta is not None:
+                            deltas[table] = delta
+            self._last_rows_in = sum(c[0] for r in rounds for c in r.counts.values())
+
+            # the group's snapshot, at its last window: what every window of it (and a replay) changed
+            t2 = time.perf_counter()
+            snapshot_uri = None
+            manifest: dict[str, Any] = {}
+            if deltas:
+                snapshot_uri = self.snapshots.snapshot_uri(self.job, last_w, last_a)
+                for table, delta in deltas.items():
+                    manifest[table] = self._snapshot(snapshot_uri, table, delta, restore, timings)
+            timings["snapshot"] = time.perf_counter() - t2
+            t3 = time.perf_counter()
+            if one_pass(self.plan.graph):
+                staged = self._stage_tagged(sinks, windows, attempts, held)
+            else:
+                outputs: dict[str, list[tuple[int, int, DataFrame, dict[str, Any]]]] = {}
+                for w, attempt, (_round, window_sinks) in zip(windows, attempts, advanced, strict=True):
+                    for name, df, cfg in window_sinks:
+                        outputs.setdefault(name, []).append((w, attempt, df, cfg))
+                staged = self._stage_group(outputs)
+            timings["stage"] = time.perf_counter() - t3
+            timings["write"] = time.perf_counter() - t2
+        finally:
+            for ctx in ctxs:
+                ctx.release()
+            for df in held:
+                df.unpersist()
+        return self._group_results(windows, attempts, restore, replay, rounds, staged, snapshot_uri, manifest, timings)
+
+    def _group_results(
+        self, windows: list[int], attempts: list[int], restore: RestorePoint | None, replay: tuple[int, int] | None,
+        rounds: list[_Round], staged: dict[int, dict[str, dict[str, Any]]], snapshot_uri: str | None,
+        manifest: dict[str, Any], timings: dict[str, float],
+    ) -> list[CycleResult]:
+        """One CycleResult per window of a group: the last holds the snapshot, the others derived."""
+        if restore is None:
+            base_uri, base_manifest, first = None, {}, windows[0]
+        else:
+            base_uri, base_manifest = restore.snapshot_uri, restore.snapshot_manifest
+            first = replay[0] if replay is not None else restore.window + 1
+        results = []
+        share: dict[str, float] = {k: round(v * 1000 / len(windows), 1) for k, v in timings.items()}
+        for w, attempt, round_ in zip(windows, attempts, rounds, strict=True):
+            own = w == windows[-1]
+            if own or not self._state_schemas:
+                uri, m = (snapshot_uri, manifest) if own else (None, {})
+            else:
+                uri, m = None, derived_manifest(base_uri, base_manifest, first, w)
+            window_staged = staged.get(w, {})
+            results.append(CycleResult(
+                window=w, attempt=attempt, staged=window_staged, snapshot_uri=uri, snapshot_manifest=m,
+                positions=round_.positions,
+                rows_in=sum(c[0] for c in round_.counts.values()),
+                rows_out=sum(int(d.get("rows", 0)) for n, d in window_staged.items() if not n.startswith("late.")),
+                late_rows=sum(c[1] for c in round_.counts.values()),
+                timings={**share, "group": len(windows)},
+            ))
+        return results

@@ -13,13 +13,16 @@ without ``commit()`` rolls the transaction back.
 
 from __future__ import annotations
 
+import contextlib
+import re
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import pyarrow as pa
 
-from lockgate.errors import LockgateError
+from lockgate.errors import LockgateError, SourceRefusedError, SourceUnavailableError
 
 _SCHEMES = {
     "postgresql": "postgresql",
@@ -125,9 +128,41 @@ def _time_params(*times: datetime) -> pa.RecordBatch:
 
 
 # -- reading -------------------------------------------------------------------------
+@contextlib.contextmanager
+def _reading(url: str, table: str, doing: str) -> Iterator[None]:
+    """Driver errors of a source read as one clear Lockgate error naming the database."""
+    try:
+        yield
+    except LockgateError:
+        raise
+    except Exception as exc:
+        kind = failure_kind(exc)
+        if kind is None:
+            raise
+        where = f"PostgreSQL source table {table!r} at {endpoint(url)}"
+        reason = failure_reason(exc)
+        if kind == "unavailable":
+            raise SourceUnavailableError(
+                f"{where} is unavailable ({reason}, while {doing}). The database is down or unreachable: "
+                "nothing of the window was read or committed; start it (or check the URL and the "
+                "network), then run the job again (a controller retries by itself)"
+            ) from exc
+        if kind == "refused":
+            raise SourceRefusedError(
+                f"{where} refused the read ({reason}, while {doing}). Fix the source's URL, credentials, "
+                "permissions or table, then run the job again"
+            ) from exc
+        raise SourceUnavailableError(f"{where} failed ({reason}, while {doing}); run the job again") from exc
+
+
 def table_schema(url: str, table: str) -> pa.Schema:
     """The Arrow schema of ``table`` as ADBC reads it (``TIMESTAMPTZ`` ->
     ``timestamp[us, tz=UTC]``, ``NUMERIC`` -> string)."""
+    with _reading(url, table, "reading its schema"):
+        return _table_schema(url, table)
+
+
+def _table_schema(url: str, table: str) -> pa.Schema:
     conn = connect(url)
     try:
         cur = conn.cursor()
@@ -155,25 +190,27 @@ def read_slice(
     cols = "*" if not columns else ", ".join(quote_ident(c) for c in columns)
     et = quote_ident(event_time)
     sql = f"SELECT {cols} FROM {quote_table(table)} WHERE {et} >= $1 AND {et} < $2 ORDER BY {et}"
-    conn = connect(url)
-    try:
-        cur = conn.cursor()
-        cur.execute(sql, parameters=_time_params(start, end))
-        return cur.fetch_arrow_table()
-    finally:
-        conn.close()
+    with _reading(url, table, "reading a window's rows"):
+        conn = connect(url)
+        try:
+            cur = conn.cursor()
+            cur.execute(sql, parameters=_time_params(start, end))
+            return cur.fetch_arrow_table()
+        finally:
+            conn.close()
 
 
 def max_event_time(url: str, table: str, event_time: str) -> datetime | None:
     """The largest ``event_time`` in ``table`` as an aware UTC datetime (``None`` if empty)."""
-    conn = connect(url)
-    try:
-        cur = conn.cursor()
-        cur.execute(f"SELECT max({quote_ident(event_time)}) AS m FROM {quote_table(table)}")
-        col = cur.fetch_arrow_table().column(0)
-        value = col[0].as_py() if len(col) else None
-    finally:
-        conn.close()
+    with _reading(url, table, "looking up its latest event time"):
+        conn = connect(url)
+        try:
+            cur = conn.cursor()
+            cur.execute(f"SELECT max({quote_ident(event_time)}) AS m FROM {quote_table(table)}")
+            col = cur.fetch_arrow_table().column(0)
+            value = col[0].as_py() if len(col) else None
+        finally:
+            conn.close()
     if value is None:
         return None
     if not isinstance(value, datetime):
@@ -182,6 +219,71 @@ def max_event_time(url: str, table: str, event_time: str) -> datetime | None:
             f"(got {type(value).__name__})"
         )
     return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+# -- failures ------------------------------------------------------------------------
+#: SQLSTATE classes and codes of failures that pass: connection lost, server shutting down
+#: or out of resources (disk full, too many clients), I/O errors, serialization conflicts
+_PASSING_CLASSES = ("08", "53", "57", "58")
+_PASSING_STATES = ("40001", "40P01", "55P03")
+#: classes of failures that retrying cannot fix: data that does not fit, integrity, wrong
+#: credentials, no such database or schema, no permission, bad SQL, read-only transaction
+_REFUSED_CLASSES = ("0A", "22", "23", "25", "28", "2B", "3D", "3F", "42", "44")
+#: libpq's connection failures (no SQLSTATE) that no retry fixes
+_REFUSED_TEXT = (
+    "password authentication failed", "authentication failed", "does not exist", "no pg_hba.conf entry",
+    "permission denied", "does not support SSL", "invalid", "certificate",
+)
+
+
+def endpoint(url: str) -> str:
+    """``host:port`` of a PostgreSQL URL, for messages (the default port 5432 when none is given)."""
+    try:
+        parts = urlsplit(normalize_url(url))
+        host = parts.hostname or dict(parse_qsl(parts.query)).get("host") or "localhost"
+        return f"{host}:{parts.port or 5432}"
+    except (ValueError, LockgateError):
+        return safe_url(url)
+
+
+def failure_reason(exc: BaseException) -> str:
+    """The gist of a driver error on one line: ``connection refused``, ``relation "t" does
+    not exist``... (no status prefix, no query, no hint lines)."""
+    text = str(exc).strip()
+    text = re.sub(r"^[A-Z_]+: ", "", text)
+    text = text.replace("[libpq] ", "")
+    first = text.splitlines()[0] if text else type(exc).__name__
+    if " failed: " in first:  # 'connection to server at "h", port p failed: Connection refused'
+        first = first.rsplit(" failed: ", 1)[1]
+    first = re.sub(r"^Failed to [^:]+: ", "", first)
+    first = re.sub(r"^(FATAL|ERROR|PANIC):\s+", "", first)
+    first = re.sub(r"\.?\s*SQLSTATE: \w+$", "", first).strip()
+    if first[:1].isupper() and first[1:2].islower():
+        first = first[0].lower() + first[1:]
+    return first or type(exc).__name__
+
+
+def failure_kind(exc: BaseException) -> str | None:
+    """``"unavailable"`` (the database is down, unreachable or out of resources: retrying can
+    help), ``"refused"`` (retrying cannot help) or ``"other"`` for an error of the PostgreSQL
+    driver; ``None`` for any other exception."""
+    try:
+        import adbc_driver_manager
+    except ImportError:  # pragma: no cover - the driver is a dependency
+        return None
+    if not isinstance(exc, adbc_driver_manager.Error):
+        return None
+    state = getattr(exc, "sqlstate", None) or ""
+    if state:
+        if state[:2] in _PASSING_CLASSES or state in _PASSING_STATES:
+            return "unavailable"
+        if state[:2] in _REFUSED_CLASSES:
+            return "refused"
+        return "other"
+    if getattr(exc, "status_code", None) == adbc_driver_manager.AdbcStatusCode.IO:
+        reason = failure_reason(exc)
+        return "refused" if any(t.lower() in reason.lower() for t in _REFUSED_TEXT) else "unavailable"
+    return "other"
 
 
 def safe_url(url: str) -> str:

@@ -27,6 +27,7 @@ The descriptor is plain JSON::
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from typing import Any
 
@@ -58,6 +59,7 @@ from lockgate.api.sources import FILE_FORMATS
 from lockgate.errors import CompileError
 
 from ..filesystems import delete_path, join, resolve
+from ..storage_errors import write_error
 from .staging import staging_uri
 
 #: Parquet written for pyarrow and ADBC: microsecond timestamps, instants marked UTC
@@ -124,11 +126,36 @@ def stage_table(
     if sink.get("kind") == "postgres":
         _check_window_column(sink, table.column_names, sink_name)
     uri = staging_uri(sink, job=job, sink_name=sink_name, window=window, attempt=attempt, home=home)
-    fs, path = _empty_folder(uri)
-    with fs.open_output_stream(join(path, f"part-00000-{uuid.uuid4()}.snappy.parquet")) as out:
-        pq.write_table(table, out, compression="snappy")
-    _mark_success(fs, path)
+    try:
+        fs, path = _empty_folder(uri)
+        with fs.open_output_stream(join(path, f"part-00000-{uuid.uuid4()}.snappy.parquet")) as out:
+            pq.write_table(table, out, compression="snappy")
+        _mark_success(fs, path)
+    except OSError as exc:
+        _raise_write_failed(exc, sink, uri, job, sink_name, window, direct=True)
+        raise
     return _descriptor(sink, uri, table.num_rows, "parquet", job, sink_name, window, attempt, table.column_names)
+
+
+def _raise_write_failed(
+    exc: BaseException, sink: dict[str, Any], uri: str, job: str, sink_name: str, window: int, direct: bool
+) -> None:
+    """Raise the Lockgate error of a staged write that failed for want of room or
+    permission (the partial attempt is removed first: it is garbage, and it takes room);
+    return when ``exc`` is another error."""
+    if sink.get("kind") == "file":
+        elsewhere = "give the FileSink a path on another disk"
+    else:
+        elsewhere = "point --home (LOCKGATE_HOME), where it is staged, at another disk"
+    err = write_error(
+        exc, uri, context=f"job '{job}', sink '{sink_name}', window {window}",
+        what="the staged output", window=window, elsewhere=elsewhere, direct=direct,
+    )
+    if err is None:
+        return
+    with contextlib.suppress(Exception):  # best effort: the next run's clean-up removes it too
+        delete_path(*resolve(uri))
+    raise err from exc
 
 
 def _empty_folder(uri: str) -> tuple[Any, str]:
@@ -208,11 +235,16 @@ def stage_sink(
     uri = staging_uri(sink, job=job, sink_name=sink_name, window=window, attempt=attempt, home=home)
     obs = Observation(f"lg_rows_{uuid.uuid4().hex}")
     observed = df.observe(obs, F.count(F.lit(1)).alias("rows"))
-    if not columns:
-        # no file format stores zero columns: count through a no-op write and stage an
-        # empty folder
-        observed.write.format("noop").mode("overwrite").save()
-        _mark_success(*_empty_folder(uri))
-    else:
-        observed.write.format(fmt).mode("overwrite").options(**options).save(_spark_path(uri))
+    try:
+        if not columns:
+            # no file format stores zero columns: count through a no-op write and stage an
+            # empty folder
+            observed.write.format("noop").mode("overwrite").save()
+            _mark_success(*_empty_folder(uri))
+        else:
+            observed.write.format(fmt).mode("overwrite").options(**options).save(_spark_path(uri))
+    except Exception as exc:
+        # Spark's errors name the file they wrote; pyarrow's (the empty folder) are ours
+        _raise_write_failed(exc, sink, uri, job, sink_name, window, direct=isinstance(exc, OSError))
+        raise
     return _descriptor(sink, uri, int(obs.get["rows"]), fmt, job, sink_name, window, attempt, columns)

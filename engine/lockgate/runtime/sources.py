@@ -8,6 +8,7 @@ PostgreSQL produce Arrow tables on the driver, handed to Spark without a row-wis
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,9 +23,16 @@ from ..clock import from_micros
 from ..errors import CompileError
 from ..filesystems import resolve
 from ..nexmark import SCHEMAS, generate
-from .availability import file_ranges, list_files, nexmark_config, slice_column
+from .availability import (
+    file_ranges,
+    list_files,
+    nexmark_config,
+    parquet_rows,
+    slice_column,
+    slices_by_arrival,
+)
 
-__all__ = ["SourceSlice", "read_slice", "source_schema"]
+__all__ = ["SourceSlice", "SourceSpan", "read_slice", "read_span", "source_schema"]
 
 
 def _file_schema(cfg: dict[str, Any]) -> StructType:
@@ -109,6 +117,89 @@ def read_slice(
         lo, hi = F.timestamp_micros(F.lit(start_us)), F.timestamp_micros(F.lit(end_us))
         return SourceSlice(df.filter((F.col(col) >= lo) & (F.col(col) < hi)), {"until_us": end_us, "files": len(chosen)})
     raise CompileError(f"unknown source kind {kind!r}")
+
+
+class SourceSpan:
+    """The records of several consecutive cycle windows of one source, read once (a
+    catch-up group): :meth:`slice` gives one window's records as :func:`read_slice` would.
+
+    A file source is listed and scanned once for the whole span and its records cached for
+    the group (each window's slice is a filter on them); a source produced on the driver
+    (the generator, PostgreSQL) is sliced per window, which costs no Spark job.
+    """
+
+    def __init__(self, spark: SparkSession, cfg: dict[str, Any], schema: StructType, start_us: int, end_us: int):
+        self.spark = spark
+        self.cfg = cfg
+        self.schema = schema
+        self.start_us, self.end_us = start_us, end_us
+        self.df: DataFrame | None = None
+        #: (min, max) slice-column range of each chosen file (None: unknown)
+        self._ranges: list[tuple[int, int] | None] = []
+        self._files: list[tuple[Any, tuple[int, int] | None]] = []
+        if cfg["kind"] == "file":
+            piece = read_slice(spark, cfg, schema, start_us, end_us)
+            self.empty = piece.empty
+            self.df = None if piece.empty else piece.df
+            self._files = [(info, rng) for info, rng in file_ranges(cfg)
+                           if rng is None or (rng[1] >= start_us and rng[0] < end_us)]
+            self._ranges = [rng for _info, rng in self._files]
+
+    def footer_counts(self, window_of: Callable[[int], int]) -> dict[int, int] | None:
+        """Records per cycle window from the Parquet footers alone, when every file of the span
+        lies inside one window of it and no record can be late (None: count them by a scan)."""
+        if self.cfg["kind"] != "file" or self.cfg["format"] != "parquet" or slices_by_arrival(self.cfg):
+            return None
+        col = slice_column(self.cfg)
+        counts: dict[int, int] = {}
+        for info, rng in self._files:
+            rows = parquet_rows(info, col) if rng is not None else None
+            if rng is None or rows is None or rng[0] < self.start_us or rng[1] >= self.end_us:
+                return None
+            w = window_of(rng[0])
+            if window_of(rng[1]) != w:
+                return None
+            counts[w] = counts.get(w, 0) + rows
+        return counts
+
+    @property
+    def on_driver(self) -> bool:
+        """True when windows are produced on the driver (counted without Spark)."""
+        return self.cfg["kind"] != "file"
+
+    def whole(self) -> DataFrame:
+        """Every record of the span as one DataFrame (produced once for a source on the driver)."""
+        if self.df is None and self.on_driver:
+            self.df = read_slice(self.spark, self.cfg, self.schema, self.start_us, self.end_us).df
+        return self.df if self.df is not None else self.spark.createDataFrame([], self.schema)
+
+    def position(self, start_us: int, end_us: int) -> dict[str, Any]:
+        """Where the source stands after ``[start_us, end_us)``, without reading it."""
+        kind = self.cfg["kind"]
+        if kind == "nexmark":
+            _first, last = nexmark_config(self.cfg).events_between(from_micros(start_us), from_micros(end_us))
+            return {"next_event": last}
+        if kind == "file":
+            files = sum(1 for rng in self._ranges if rng is None or (rng[1] >= start_us and rng[0] < end_us))
+            return {"until_us": end_us, "files": files}
+        return {"until_us": end_us}
+
+    def slice(self, start_us: int, end_us: int) -> SourceSlice:
+        """The records of ``[start_us, end_us)`` (within the span) and the position after them."""
+        if self.on_driver:
+            return read_slice(self.spark, self.cfg, self.schema, start_us, end_us)
+        files = sum(1 for rng in self._ranges if rng is None or (rng[1] >= start_us and rng[0] < end_us))
+        position = {"until_us": end_us, "files": files}
+        if self.df is None or files == 0:
+            return SourceSlice(self.spark.createDataFrame([], self.schema), position, empty=True)
+        col = slice_column(self.cfg)
+        lo, hi = F.timestamp_micros(F.lit(start_us)), F.timestamp_micros(F.lit(end_us))
+        return SourceSlice(self.df.filter((F.col(col) >= lo) & (F.col(col) < hi)), position)
+
+
+def read_span(spark: SparkSession, cfg: dict[str, Any], schema: StructType, start_us: int, end_us: int) -> SourceSpan:
+    """The records of ``[start_us, end_us)``, to be sliced window by window (see :class:`SourceSpan`)."""
+    return SourceSpan(spark, cfg, schema, start_us, end_us)
 
 
 def _from_arrow(spark: SparkSession, table: pa.Table, schema: StructType) -> DataFrame:

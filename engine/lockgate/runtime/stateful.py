@@ -1,10 +1,12 @@
 """Keyed, stateful operators: windowed aggregate, session windows, running aggregate,
 deduplicate and windowed join.
 
-Each operator merges the state carried in the last snapshot with the current cycle's
-records, emits what the watermark has closed, and hands the rest to the context as the
-state of the next snapshot. All of it is plain Spark DataFrame work (shuffles, window
-functions), so Spark does the distribution.
+Each operator reads only the state its window needs from the last checkpoint (the rows of
+the keys the window touched, and the windows the watermark closes now: see
+:class:`~lockgate.runtime.layered_state.LayeredState`), merges it with the window's records,
+emits what the watermark has closed, and hands the context what it changed (a
+:class:`~lockgate.runtime.layered_state.StateDelta`): the round writes only that. All of it is
+plain Spark DataFrame work (shuffles, window functions), so Spark does the distribution.
 """
 
 from __future__ import annotations
@@ -17,11 +19,28 @@ from pyspark.sql.types import ArrayType, MapType, StructType
 
 from . import aggregates as agg
 from .context import CycleContext
+from .layered_state import StateDelta
 from .windowing import WE, WS, assign, to_timestamp, window_time
 
 
-def _union_state(state: DataFrame | None, new: DataFrame) -> DataFrame:
-    return new if state is None else state.unionByName(new)
+def _closing(ctx: CycleContext) -> Column:
+    """Windows the watermark closes in this round: ends in (previous watermark, watermark]."""
+    return (F.col(WE) > F.lit(ctx.prev_watermark_us)) & (F.col(WE) <= F.lit(ctx.watermark_us))
+
+
+def _closed_gone(ctx: CycleContext) -> tuple[str, int]:
+    """The horizon of windowed state: windows ending at or before the watermark are gone."""
+    return (WE, ctx.watermark_us + 1)
+
+
+def _anti(df: DataFrame, other: DataFrame, on: list[str]) -> DataFrame:
+    """Rows of ``df`` whose ``on`` columns match no row of ``other`` (nulls match nulls)."""
+    right = other.select(*[F.col(c).alias(f"__lg_o_{c}") for c in on]).distinct()
+    cond = None
+    for c in on:
+        term = df[c].eqNullSafe(right[f"__lg_o_{c}"])
+        cond = term if cond is None else cond & term
+    return df.join(right, cond, "left_anti")
 
 
 def window_aggregate(
@@ -34,17 +53,23 @@ def window_aggregate(
     if spec["type"] == "session":
         return _session_aggregate(ctx, op, cfg, df, ts)
     aggs = cfg["aggs"]
+    identity = [*keys, WS, WE]
     new = assign(df, spec, ts).groupBy(*keys, WS, WE).agg(*agg.partial_exprs(aggs, df.schema))
     state = ctx.state(op)
     merged = new
+    closing_untouched = None
     if state is not None:
-        merged = agg.conform(
-            state.unionByName(new).groupBy(*keys, WS, WE).agg(*agg.merge_exprs(aggs)), new.schema
-        )
+        # the touched windows' partial aggregates, merged with this window's records
+        old = state.lookup(tuple(identity), new, identity)
+        merged = agg.conform(old.unionByName(new).groupBy(*keys, WS, WE).agg(*agg.merge_exprs(aggs)), new.schema)
+        # windows the watermark closes now that this window's records did not touch
+        closing_untouched = _anti(state.select(tuple(identity), _closing(ctx)), new, identity)
     merged = ctx.cache(merged)
     wm = F.lit(ctx.watermark_us)
-    ctx.set_state(op, merged.filter(F.col(WE) > wm))
+    ctx.set_state(op, StateDelta(merged.filter(F.col(WE) > wm), tuple(identity), expire_below=_closed_gone(ctx)))
     closed = merged.filter(F.col(WE) <= wm)
+    if closing_untouched is not None:
+        closed = closed.unionByName(closing_untouched)
     return closed.select(
         to_timestamp(WS).alias("window_start"),
         to_timestamp(WE).alias("window_end"),
@@ -57,6 +82,7 @@ def _session_aggregate(ctx: CycleContext, op: str, cfg: dict[str, Any], df: Data
     keys: list[str] = cfg["keys"]
     aggs = cfg["aggs"]
     gap = cfg["window"]["gap_us"]
+    identity = (*keys, WS, WE)
     # every distinct (key, instant) is a one-instant session [t, t + gap)
     points = (
         df.withColumn(WS, ts)
@@ -65,7 +91,13 @@ def _session_aggregate(ctx: CycleContext, op: str, cfg: dict[str, Any], df: Data
         .withColumn(WE, F.col(WS) + F.lit(gap))
         .select(*keys, WS, WE, *agg.partial_columns(aggs))
     )
-    spans = _union_state(ctx.state(op), points)
+    state = ctx.state(op)
+    old = None
+    spans = points
+    if state is not None:
+        # every open session of the touched keys: the window's instants may join or bridge them
+        old = ctx.cache(state.lookup(identity, points, keys))
+        spans = old.unionByName(points)
     order = Window.partitionBy(*keys).orderBy(WS, WE)
     prev_end = F.max(WE).over(order.rowsBetween(Window.unboundedPreceding, -1))
     starts_new = F.when(prev_end.isNull() | (F.col(WS) >= prev_end), 1).otherwise(0)
@@ -80,8 +112,14 @@ def _session_aggregate(ctx: CycleContext, op: str, cfg: dict[str, Any], df: Data
     merged = agg.conform(merged, points.schema)
     merged = ctx.cache(merged)
     wm = F.lit(ctx.watermark_us)
-    ctx.set_state(op, merged.filter(F.col(WE) > wm))
-    return merged.filter(F.col(WE) <= wm).select(
+    # the touched keys' old sessions are replaced by the merged ones (a tombstone each; an
+    # upsert of the same session in the same delta wins over its tombstone)
+    deletes = old.select(*identity) if old is not None else None
+    ctx.set_state(op, StateDelta(merged.filter(F.col(WE) > wm), identity, deletes, _closed_gone(ctx)))
+    closed = merged.filter(F.col(WE) <= wm)
+    if state is not None:
+        closed = closed.unionByName(_anti(state.select(identity, _closing(ctx)), points, keys))
+    return closed.select(
         to_timestamp(WS).alias("window_start"),
         to_timestamp(WE).alias("window_end"),
         *keys,
@@ -101,18 +139,18 @@ def running_aggregate(ctx: CycleContext, op: str, cfg: dict[str, Any], df: DataF
     if state is None:
         merged = new
     else:
+        old = state.lookup(tuple(keys), new, keys) if keys else state.select(())
         merged = agg.conform(
-            state.withColumn("__touched", F.lit(0))
+            old.withColumn("__touched", F.lit(0))
             .unionByName(new)
             .groupBy(*keys)
             .agg(*agg.merge_exprs(aggs), F.max("__touched").alias("__touched")),
             new.schema,
         )
     merged = ctx.cache(merged)
-    ctx.set_state(op, merged.drop("__touched"))
-    return merged.filter(F.col("__touched") == 1).select(
-        *keys, *agg.final_exprs(aggs), F.timestamp_micros(F.lit(ctx.end_us)).alias("as_of")
-    )
+    changed = merged.filter(F.col("__touched") == 1)
+    ctx.set_state(op, StateDelta(changed.drop("__touched"), tuple(keys)))
+    return changed.select(*keys, *agg.final_exprs(aggs), F.timestamp_micros(F.lit(ctx.end_us)).alias("as_of"))
 
 
 def _sortable(df: DataFrame) -> list[str]:
@@ -131,18 +169,15 @@ def deduplicate(ctx: CycleContext, op: str, cfg: dict[str, Any], df: DataFrame, 
     first = df.withColumn("__rn", rank).filter(F.col("__rn") == 1).drop("__rn")
     state = ctx.state(op)
     if state is not None:
-        cond = None
-        for k in keys:
-            c = first[k].eqNullSafe(state[k])
-            cond = c if cond is None else cond & c
-        first = first.join(state, cond, "left_anti")
+        first = _anti(first, state.lookup(tuple(keys), first, keys), keys)
     first = ctx.cache(first)
     seen_at = F.unix_micros(F.col(ts_col)) if ts_col else F.lit(ctx.end_us)
     seen = first.select(*keys, seen_at.alias("__ts"))
-    new_state = seen if state is None else state.unionByName(seen)
-    if cfg.get("within_us"):
-        new_state = new_state.filter(F.col("__ts") >= F.lit(ctx.watermark_us - cfg["within_us"]))
-    ctx.set_state(op, new_state)
+    within = cfg.get("within_us")
+    expire = ("__ts", ctx.watermark_us - within) if within else None
+    if expire is not None:
+        seen = seen.filter(F.col("__ts") >= F.lit(expire[1]))
+    ctx.set_state(op, StateDelta(seen, tuple(keys), expire_below=expire))
     return first
 
 
@@ -160,10 +195,15 @@ def join(
     wm = F.lit(ctx.watermark_us)
     sides = []
     for table, df, (ts_col, is_end) in (("left", left, left_ts), ("right", right, right_ts)):
-        assigned = assign(df, spec, window_time(spec, ts_col, is_end))
-        buffered = ctx.cache(_union_state(ctx.state(op, table), assigned))
-        ctx.set_state(op, buffered.filter(F.col(WE) > wm), table)
-        sides.append(buffered.filter(F.col(WE) <= wm))
+        assigned = ctx.cache(assign(df, spec, window_time(spec, ts_col, is_end)))
+        # a buffer only grows until its window closes: the round appends its records, and
+        # reads back only the buffered rows of the windows that close now
+        ctx.set_state(op, StateDelta(assigned.filter(F.col(WE) > wm), None, expire_below=_closed_gone(ctx)), table)
+        closing = assigned.filter(F.col(WE) <= wm)
+        state = ctx.state(op, table)
+        if state is not None:
+            closing = state.select(None, _closing(ctx)).unionByName(closing)
+        sides.append(closing)
     lbuf, rbuf = sides
     # output: window_start, window_end, the left columns, then the right ones; a left
     # column named like the join's window columns (the left input is itself windowed)

@@ -34,8 +34,25 @@ def add_server_parser(sub: Any) -> argparse.ArgumentParser:
     s.add_argument("--tls-key", default=None, help="PEM private key of --tls-cert")
     s.add_argument("--tls-ca", default=None, help="CA the workers verify the server with (default: --tls-cert)")
     s.add_argument("--tls-server-name", default=None, help="name in the certificate, when workers connect by IP")
-    s.add_argument("--advertise", default=None, help="host:port workers connect back to (default: the bound "
-                   "address; 127.0.0.1 for 0.0.0.0)")
+    s.add_argument("--advertise", default=None, help="with TLS and no --tls-server-name: the host name workers "
+                   "verify the certificate with (default: --host; 127.0.0.1 for 0.0.0.0)")
+    s.add_argument("--worker-port", type=int, default=None,
+                   help="loopback port of the workers' own server (0: a free one; default: a Unix socket under "
+                   "<home>/run). Workers never share the client-facing port")
+    s.add_argument("--max-streams", type=int, default=64,
+                   help="client streams (Watch, Run, ReadSink) open at once, in total (default 64); past it a new "
+                   "stream gets RESOURCE_EXHAUSTED")
+    s.add_argument("--max-streams-per-client", type=int, default=16,
+                   help="streams open at once per client connection (default 16)")
+    s.add_argument("--pipelines", action="append", default=[], metavar="DIR",
+                   help="a folder pipeline files may be referenced from (repeatable); with neither --pipelines nor "
+                   "--pipeline-modules every reference is refused (see --allow-any-pipeline)")
+    s.add_argument("--pipeline-modules", action="append", default=[], metavar="PREFIX",
+                   help="a module prefix module:attr references may name (repeatable): PREFIX allows PREFIX and "
+                   "PREFIX.*")
+    s.add_argument("--allow-any-pipeline", action="store_true",
+                   help="development only: accept any pipeline reference, i.e. let whoever may call the controller "
+                   "run any Python file or module as its user (loopback binds only)")
     s.add_argument("--heartbeat-interval", type=float, default=2.0, help="seconds between worker heartbeats")
     s.add_argument("--heartbeat-timeout", type=float, default=15.0,
                    help="a worker silent this long is lost: its job recovers on a new worker (default 15)")
@@ -54,6 +71,9 @@ def add_server_parser(sub: Any) -> argparse.ArgumentParser:
     s.add_argument("--restart-backoff-max", type=float, default=60.0)
     s.add_argument("--restart-reset", type=float, default=120.0)
     s.add_argument("--keep-checkpoints", type=int, default=10, help="complete checkpoints kept per job")
+    s.add_argument("--orphan-grace", type=float, default=60.0,
+                   help="seconds a worker outlives a controller that died (kill -9, a crash), keeping its Spark "
+                   "session warm for the next controller to adopt (default 60; 0: workers exit with it)")
     s.add_argument("--keep-lost-workers", action="store_true",
                    help="do not kill lost workers' processes (fencing still refuses them); for debugging")
     return s
@@ -107,4 +127,11 @@ def _config(args: argparse.Namespace, conf: dict[str, str], load_token: Any, Ser
         restart_reset_s=args.restart_reset,
         keep_checkpoints=args.keep_checkpoints,
         kill_lost_workers=not args.keep_lost_workers,
+        orphan_grace_s=max(0.0, args.orphan_grace),
+        worker_port=args.worker_port,
+        max_streams=args.max_streams,
+        max_streams_per_client=args.max_streams_per_client,
+        pipelines=list(args.pipelines),
+        pipeline_modules=list(args.pipeline_modules),
+        allow_any_pipeline=args.allow_any_pipeline,
     )

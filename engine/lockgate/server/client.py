@@ -12,12 +12,16 @@ TLS, with the system roots when no CA is given), ``server_name`` (the name the c
 from the host), ``timeout`` (seconds, for the quick calls; default 60) and
 ``long_timeout`` (compiles and starts, which may wait for a worker's Spark to start;
 default none). Errors come back as the Lockgate exception the controller raised
-(JobNotFoundError, CompileError, WindowGapError, ...).
+(JobNotFoundError, CompileError, WindowGapError, ...). A controller that goes away while
+:meth:`GrpcClient.run` follows a run that has begun raises :class:`RunDetachedError`: the
+run is not lost (a controller restarted over the same catalog resumes it), and the error
+says which job to follow again.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime
@@ -62,14 +66,45 @@ def _error(err: grpc.RpcError, url: str) -> LockgateError:
         for key, value in err.trailing_metadata() or ():
             if key == ERROR_CLASS_KEY:
                 name = value
+    err_out: LockgateError
     if name is None and code == grpc.StatusCode.UNAVAILABLE:
-        return ControllerUnavailableError(
+        err_out = ControllerUnavailableError(
             f"cannot reach the Lockgate controller at {url} ({details}); is `lockgate server` running there, "
             "and does the URL's scheme (grpc:// or grpcs://) match its TLS setting?"
         )
-    if name is None and code == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return ControllerUnavailableError(f"the controller at {url} did not answer in time ({details})")
-    return rebuild(name, code, details)
+    elif name is None and code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        err_out = ControllerUnavailableError(f"the controller at {url} did not answer in time ({details})")
+    else:
+        return rebuild(name, code, details)
+    err_out.details = details  # type: ignore[attr-defined]  # what gRPC said, for a short message
+    return err_out
+
+
+def _deadline(timeout: float | None) -> float | None:
+    """The call's deadline for a server-side ``timeout``: 30 s more. A timeout the server
+    will refuse (NaN, infinite, negative) gets no deadline here, so the server's
+    INVALID_ARGUMENT is what the caller sees."""
+    if timeout is None or not math.isfinite(timeout) or timeout < 0:
+        return None
+    return timeout + 30
+
+
+class RunDetachedError(ControllerUnavailableError):
+    """The controller went away while a run it had begun was being followed.
+
+    The run is not lost: the job stays under way in the catalog, and a controller started
+    again over the same catalog resumes it from its last complete window. Follow it again
+    with :meth:`~lockgate.client.base.Client.watch` / ``get_job`` once one answers.
+
+    ``job`` is the run's job; ``first`` its first window when the controller had said it;
+    ``last_before`` the job's last complete window when the run began.
+    """
+
+    def __init__(self, message: str, job: str, first: int | None = None, last_before: int | None = None):
+        super().__init__(message)
+        self.job = job
+        self.first = first
+        self.last_before = last_before
 
 
 class _Base:
@@ -153,14 +188,31 @@ class GrpcClient(_Base, Client):
     ) -> RunResult:
         req = self._run_request(pipeline, job, first, last, until_caught_up, reset_state, spark_master)
         result = None
-        for update in self._stream("Run", req):
-            kind = update.WhichOneof("update")
-            if kind == "event" and on_event is not None:
-                on_event(convert.event_from_pb(update.event))
-            elif kind == "result":
-                result = convert.result_from_pb(update.result)
-        if result is None:
-            raise ControllerUnavailableError(f"the controller at {self.url} ended the run's stream without a result")
+        started: JobInfo | None = None
+        planned: int | None = None
+        try:
+            for update in self._stream("Run", req):
+                kind = update.WhichOneof("update")
+                if kind == "started":
+                    started = convert.job_from_pb(update.started)
+                elif kind == "event":
+                    event = convert.event_from_pb(update.event)
+                    if event.kind == "run_planned":
+                        planned = event.window
+                    if on_event is not None:
+                        on_event(event)
+                elif kind == "result":
+                    result = convert.result_from_pb(update.result)
+            if result is None:
+                raise ControllerUnavailableError(
+                    f"the controller at {self.url} ended the run's stream without a result")
+        except ControllerUnavailableError as err:
+            if started is None or isinstance(err, RunDetachedError):
+                raise
+            detached = RunDetachedError(str(err), started.name, first if first is not None else planned,
+                                        started.last_window)
+            detached.details = getattr(err, "details", None)  # type: ignore[attr-defined]
+            raise detached from None
         return result
 
     def start_run(
@@ -187,7 +239,7 @@ class GrpcClient(_Base, Client):
         req = pb.StopRequest(job=job, drain=drain)
         if timeout is not None:
             req.timeout_s = timeout
-        deadline = None if timeout is None else timeout + 30
+        deadline = _deadline(timeout)
         return convert.job_from_pb(self._call("Stop", req, deadline))
 
     def get_job(self, job: str) -> JobInfo:
@@ -208,7 +260,7 @@ class GrpcClient(_Base, Client):
         req = pb.WatchRequest(job=job)
         if timeout is not None:
             req.timeout_s = timeout
-        for m in self._stream("Watch", req, None if timeout is None else timeout + 30):
+        for m in self._stream("Watch", req, _deadline(timeout)):
             yield convert.event_from_pb(m)
 
     def read_sink(self, job: str, sink: str) -> Any:
@@ -216,6 +268,17 @@ class GrpcClient(_Base, Client):
 
         data = b"".join(c.data for c in self._stream("ReadSink", pb.ReadSinkRequest(job=job, sink=sink),
                                                       self.long_timeout))
+        return pa.ipc.open_stream(data).read_all()
+
+    def read_state(
+        self, job: str, operator: str | None = None, *, window: int | None = None, table: str | None = None
+    ) -> Any:
+        import pyarrow as pa
+
+        req = pb.ReadStateRequest(job=job, operator=operator or "", table=table or "")
+        if window is not None:
+            req.window = window
+        data = b"".join(c.data for c in self._stream("ReadState", req, self.long_timeout))
         return pa.ipc.open_stream(data).read_all()
 
     def list_workers(self) -> list[dict[str, Any]]:
@@ -270,13 +333,13 @@ class AsyncGrpcClient(_Base, AsyncClient):
         req = pb.StopRequest(job=job, drain=drain)
         if timeout is not None:
             req.timeout_s = timeout
-        return convert.job_from_pb(await self._call("Stop", req, None if timeout is None else timeout + 30))
+        return convert.job_from_pb(await self._call("Stop", req, _deadline(timeout)))
 
     async def watch(self, job: str, *, timeout: float | None = None) -> AsyncIterator[JobEvent]:
         req = pb.WatchRequest(job=job)
         if timeout is not None:
             req.timeout_s = timeout
-        call = self.stub.Watch(req, timeout=None if timeout is None else timeout + 30, metadata=self.metadata)
+        call = self.stub.Watch(req, timeout=_deadline(timeout), metadata=self.metadata)
         try:
             async for m in call:
                 yield convert.event_from_pb(m)

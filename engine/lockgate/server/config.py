@@ -22,7 +22,9 @@ class ServerConfig:
     token: str | None = None
     tls_cert: str | None = None
     tls_key: str | None = None
-    #: how workers reach the controller (host:port); default: the bound address, or 127.0.0.1
+    #: the host name TLS workers verify the certificate with when --tls-server-name is not
+    #: given (host[:port]; default: the bound host, or 127.0.0.1). Workers always reach the
+    #: controller on its worker server (see worker_port), never on the client-facing port.
     advertise: str | None = None
     #: the CA workers verify the controller's certificate with (default: the certificate itself)
     tls_ca: str | None = None
@@ -44,6 +46,21 @@ class ServerConfig:
     kill_lost_workers: bool = True
     #: how long a compile (or a job's assignment) may take on a worker
     compile_timeout_s: float = 300.0
+    #: how long a worker outlives a dead controller, waiting to be adopted by the next one
+    orphan_grace_s: float = 60.0
+    #: the loopback TCP port of the workers' server; None: a Unix socket under <home>/run
+    #: (a loopback port the system picks when the home's path is too long for a socket)
+    worker_port: int | None = None
+    #: client streams (Watch, Run, ReadSink) open at once, in total and per client connection
+    max_streams: int = 64
+    max_streams_per_client: int = 16
+    #: folders pipeline files may be referenced from (empty and no module prefix: none, unless
+    #: ``allow_any_pipeline``)
+    pipelines: list[str] = field(default_factory=list)
+    #: module prefixes ``module:attr`` references may name (``pkg`` allows ``pkg`` and ``pkg.*``)
+    pipeline_modules: list[str] = field(default_factory=list)
+    #: development only: accept any pipeline reference (loopback binds only)
+    allow_any_pipeline: bool = False
 
     def __post_init__(self) -> None:
         self.home = os.path.abspath(os.path.expanduser(self.home))
@@ -57,9 +74,32 @@ class ServerConfig:
                 f"({self.heartbeat_interval_s}s), which must be positive"
             )
 
+        if self.max_streams < 1 or self.max_streams_per_client < 1:
+            raise ValueError("--max-streams and --max-streams-per-client must be at least 1")
+        if self.worker_port is not None and not 0 <= self.worker_port <= 65535:
+            raise ValueError(f"--worker-port must be 0..65535, got {self.worker_port}")
+        self.pipelines = [os.path.realpath(os.path.expanduser(p)) for p in self.pipelines]
+        self.pipeline_modules = [m.strip().rstrip(".") for m in self.pipeline_modules if m.strip().rstrip(".")]
+        for m in self.pipeline_modules:
+            if not all(part.isidentifier() for part in m.split(".")):
+                raise ValueError(f"--pipeline-modules {m!r}: give a dotted module name such as my_company.pipelines")
+
+    @property
+    def confined(self) -> bool:
+        """Whether pipeline references are confined to folders and module prefixes (else
+        refused, or with ``allow_any_pipeline`` all accepted)."""
+        return bool(self.pipelines or self.pipeline_modules)
+
     @property
     def tls(self) -> bool:
         return bool(self.tls_cert)
+
+    def tls_name(self) -> str:
+        """The name workers verify the controller's TLS certificate with."""
+        if self.tls_server_name:
+            return self.tls_server_name
+        host = self.advertised(0).rsplit(":", 1)[0]
+        return host.strip("[]")
 
     def advertised(self, bound_port: int) -> str:
         if self.advertise:

@@ -5,6 +5,8 @@ controller itself holds no SparkSession (compiles and cycles run in worker proce
 Started over an existing catalog, it resumes what was under way: a job caught RUNNING,
 SCHEDULING or RECOVERING goes to RECOVERING and its run request (stored with the job) is
 resumed by a new worker from the last complete window; a job caught STOPPING is stopped.
+The workers of the previous controller that outlived it (orphans, for the pool's grace
+period) are adopted as warm idle workers, so a resumed job does not wait for Spark to start.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..api.loader import ReferencePolicy
 from ..checkpoint.catalog import Catalog
 from ..checkpoint.snapshots import SnapshotStore
 from ..control.info import CheckpointInfo, CompileResult, JobEvent, JobInfo
@@ -27,11 +30,13 @@ from ..errors import (
     JobNotFoundError,
     JobStateError,
     LockgateError,
+    SinkNotFoundError,
     WindowGapError,
 )
 from ..logs import get_logger, log_event
 from ..states import JobState, is_terminal
 from .config import ServerConfig
+from .limits import check_name
 from .pool import WorkerPool
 from .runner import JobRunner, RemotePlan, RunContext, RunSpec, compile_failure, plan_from
 
@@ -82,21 +87,28 @@ class Controller:
         os.makedirs(config.home, exist_ok=True)
         self.catalog = Catalog(config.catalog_url or "")
         self.snapshots = SnapshotStore(config.snapshots or os.path.join(config.home, "snapshots"))
-        self.jobs = JobOperations(self.catalog, config.home)
+        self.jobs = JobOperations(self.catalog, config.home, self.snapshots)
         self.hub = EventHub()
+        #: where pipeline references may come from (relative paths: from the workers' folder, the home)
+        self.policy = ReferencePolicy.of(config.pipelines, config.pipeline_modules, base=config.home,
+                                         unrestricted=config.allow_any_pipeline and not config.confined)
         self.lock = threading.RLock()
         self.runners: dict[str, JobRunner] = {}
         self._restoring: set[str] = set()
-        self.pool: WorkerPool | None = None  # set by start()
+        # made now, so an orphan that calls as soon as the gRPC server listens is adopted;
+        # it starts workers only from start() on
+        self.pool: WorkerPool | None = WorkerPool(config, on_lost=self._worker_lost)
         #: set when the controller goes away: runs end without writing; the next controller resumes them
         self.shutting_down = False
         self.started_at = time.time()
 
     # -- life cycle --------------------------------------------------------------------
     def start(self, advertise: str) -> None:
-        """Start the worker pool (workers reach the controller at ``advertise``) and resume
-        the jobs a previous controller left under way."""
-        self.pool = WorkerPool(self.config, advertise, on_lost=self._worker_lost)
+        """Start the worker pool (workers reach the controller at ``advertise``; the previous
+        controller's orphans calling there are adopted) and resume the jobs a previous
+        controller left under way."""
+        assert self.pool is not None
+        self.pool.start(advertise)
         self.recover_jobs()
 
     def close(self) -> None:
@@ -120,6 +132,7 @@ class Controller:
             snapshots=self.snapshots,
             jobs=self.jobs,
             pool=self.pool,
+            policy=self.policy,
             publish=self.hub.publish,
             register=self.register,
             ended=self.runner_ended,
@@ -131,7 +144,12 @@ class Controller:
             self.hub.publish(JobEvent("worker_lost", h.job, message=f"{h.describe()}: {h.lost_reason}", at=time.time()))
 
     def recover_jobs(self) -> list[str]:
-        """Resume every job a previous controller left under way; returns their names."""
+        """Resume every job a previous controller left under way; returns their names.
+
+        Each resumed run takes its worker from the pool, which for a few seconds waits for
+        the previous controller's orphans to be adopted (the one that ran the job first)
+        before it starts new workers. A job not resumed holds no worker: adopted workers are
+        idle until a run takes them."""
         resumed = []
         for rec in self.catalog.list_jobs():
             if is_terminal(rec.state) or rec.state == JobState.CREATED:
@@ -197,16 +215,41 @@ class Controller:
     def list_checkpoints(self, job: str) -> list[CheckpointInfo]:
         return self.jobs.list_checkpoints(job)
 
+    def read_state(self, job: str, operator: str | None, window: int | None, table: str | None) -> Any:
+        """One operator's keyed state at a checkpoint (see :meth:`JobOperations.read_state`)."""
+        return self.jobs.read_state(job, operator, window, table)
+
     def read_sink(self, job: str, sink: str) -> Any:
+        """The committed rows of collect sink ``sink`` of ``job``. The name is checked first (it
+        names a folder under the home); messages never show the controller's paths."""
         from ..runtime.committers import read_collected
 
-        self.catalog.get_job(job)
-        return read_collected(self.config.home, job, sink)
+        check_name("the sink name", sink, new=True)
+        rec = self.catalog.get_job(job)
+        known = self._collect_sinks(rec.plan_version)
+        if known is not None and sink not in known:
+            listing = ", ".join(repr(k) for k in sorted(known)) or "none"
+            raise SinkNotFoundError(f"job '{job}' has no collect sink {sink!r}; its collect sinks: {listing}")
+        try:
+            return read_collected(self.config.home, job, sink)
+        except SinkNotFoundError as err:
+            raise SinkNotFoundError(str(err).replace(f" under {self.config.home}", "")) from None
+
+    def _collect_sinks(self, plan_version: str | None) -> set[str] | None:
+        """The collect sink names of a plan (None: the job has no plan recorded)."""
+        if not plan_version:
+            return None
+        from ..control.scheduler import sinks_of
+
+        try:
+            graph = self.jobs.graph(plan_version)
+        except LockgateError:
+            return None
+        return {cfg.get("name") or vid for vid, cfg in sinks_of(graph).items() if cfg.get("kind") == "collect"}
 
     # -- compiling -------------------------------------------------------------------------
     def _compile(self, pipeline: str) -> RemotePlan:
-        if not pipeline or not pipeline.strip():
-            raise InvalidArgumentError("the pipeline reference is empty: give path/to/file.py:attr or module:attr")
+        self.policy.check(pipeline)  # refused before a worker imports anything
         assert self.pool is not None
         done = self.pool.compile(self.config.spark_master, pipeline)
         if not done.ok:
@@ -255,8 +298,7 @@ class Controller:
     def begin(self, pipeline: str, job: str | None, spec: RunSpec,
               listener: queue.Queue[Any] | None = None) -> JobRunner:
         """Start a run; returns once it has begun (or raises what stopped it from starting)."""
-        if not pipeline or not pipeline.strip():
-            raise InvalidArgumentError("the pipeline reference is empty: give path/to/file.py:attr or module:attr")
+        self.policy.check(pipeline)  # refused before a worker imports anything
         job = job or None
         self._check_request(job, spec)
         runner = JobRunner(self._run_context(), job, pipeline, spec)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import grpc
 
 from .. import errors as lg_errors
-from ..errors import LockgateError
+from ..errors import ControllerUnavailableError, LockgateError
 
 ERROR_CLASS_KEY = "lockgate-error"
 
@@ -33,19 +33,16 @@ class CycleFailedError(LockgateError):
 
     code = "ABORTED"
 
-    def __init__(self, message: str, error_type: str = "", error_code: str = "", cancelled: bool = False):
+    def __init__(self, message: str, error_type: str = "", error_code: str = "", cancelled: bool = False,
+                 deterministic: bool = False):
         super().__init__(message)
         self.error_type = error_type
         self.error_code = error_code
         self.cancelled = cancelled
+        #: the round failed in a way running it again cannot change (never retried)
+        self.deterministic = deterministic
         if error_code in CODES:
             self.code = error_code  # the worker's Lockgate error decides the status
-
-
-class ControllerUnavailableError(LockgateError):
-    """The controller cannot be reached (not running, wrong address, TLS mismatch)."""
-
-    code = "UNAVAILABLE"
 
 
 class AuthenticationError(LockgateError):
@@ -59,7 +56,8 @@ class PermissionDeniedError(LockgateError):
 
 
 class ResourceExhaustedError(LockgateError):
-    """The controller runs as many workers as it may (``--max-workers``)."""
+    """The controller is at one of its limits (``--max-workers``, ``--max-streams``,
+    ``--max-streams-per-client``, the largest request)."""
 
     code = "RESOURCE_EXHAUSTED"
 
@@ -82,7 +80,7 @@ CODES: dict[str, grpc.StatusCode] = {
 
 #: errors that say the request itself is wrong: retrying cannot help
 FATAL_CODES = frozenset({"INVALID_PLAN", "INVALID_ARGUMENT", "FAILED_PRECONDITION", "NOT_FOUND", "DATA_LOSS",
-                         "ALREADY_EXISTS"})
+                         "ALREADY_EXISTS", "PERMISSION_DENIED", "UNAUTHENTICATED"})
 
 
 def status_of(err: BaseException) -> grpc.StatusCode:
@@ -136,7 +134,7 @@ def rebuild(name: str | None, status: grpc.StatusCode, message: str) -> Lockgate
     if isinstance(err, lg_errors.CompileError):
         err.operator = None
     if isinstance(err, CycleFailedError):
-        err.error_type, err.error_code, err.cancelled = "", "", False
+        err.error_type, err.error_code, err.cancelled, err.deterministic = "", "", False, False
     if isinstance(err, lg_errors.WindowGapError):
         err.job, err.missing, err.requested = "", (0, 0), 0
     return err

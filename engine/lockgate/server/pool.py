@@ -12,12 +12,24 @@ heartbeat deadline, or it does not connect in time. A lost worker is fenced (eve
 heartbeat or report of it is refused with ABORTED) and, by default, its process group is
 killed. A worker assigned to a job never goes back to the pool: when the run ends, it is
 shut down.
+
+Workers outlive a controller that dies (``kill -9``) by a grace period (``orphan_grace_s``):
+they cancel their round, drop their job and call the same address again. The next
+controller adopts them as warm, idle workers (their process groups become its own to kill),
+so the jobs it resumes do not wait for Spark to start. Every spawned worker is recorded
+under ``<home>/run/workers/``; a starting pool waits a few seconds (``ADOPT_WAIT_S`` at
+most) for the live ones that call its address before it starts new workers.
+
+The controller's token reaches a worker through a pipe (``--token-fd``) that the worker
+reads and closes before anything else; it is never in a worker's environment.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import itertools
+import json
 import os
 import queue
 import signal
@@ -38,6 +50,10 @@ from .errors import ResourceExhaustedError, WorkerLostError, WorkerStartError
 from .generated import lockgate_worker_pb2 as wpb
 
 log = get_logger("server.pool")
+
+#: at most this long a starting pool waits for the orphans of the previous controller
+ADOPT_WAIT_S = 10.0
+_PROC = os.path.isdir("/proc/self")
 
 
 class WState(StrEnum):
@@ -60,6 +76,38 @@ def tail(path: Path | None, lines: int = 15) -> str:
     except OSError:
         return ""
     return "\n".join(text[-lines:])
+
+
+def _alive(pid: int | None) -> bool:
+    """Whether ``pid`` is a live process (a zombie is not)."""
+    if not pid or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    if not _PROC:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _runs_worker(pid: int | None, worker_id: str) -> bool:
+    """Whether ``pid`` is the live worker process ``worker_id`` (trusted where there is no /proc)."""
+    if not _alive(pid):
+        return False
+    if not _PROC:
+        return True
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"lockgate.server.worker" in args and worker_id.encode() in args
 
 
 class WorkerHandle:
@@ -85,21 +133,35 @@ class WorkerHandle:
         self.tasks: queue.Queue[Any] = queue.Queue()
         self.pending: dict[int, Any] = {}
         self.cycles_sent = 0  # a worker that never ran a cycle can go back to the pool
+        #: adopted from a controller that went away (no Popen here: pid and group come from its hello)
+        self.adopted = False
+        self.pgid: int | None = None
+        #: the job an adopted worker ran before (a recovery of that job prefers it)
+        self.last_job: str | None = None
+        self.forgotten = False  # its record under <home>/run/workers is removed
 
     @property
     def pid(self) -> int | None:
         return self.proc.pid if self.proc else (self.hello.pid if self.hello else None)
 
     def describe(self) -> str:
-        return f"worker {self.id} (pid {self.pid}, generation {self.generation})"
+        adopted = ", adopted" if self.adopted else ""
+        return f"worker {self.id} (pid {self.pid}, generation {self.generation}{adopted})"
+
+    def gone(self) -> bool:
+        """Whether the worker process has exited."""
+        if self.proc is not None:
+            return self.proc.poll() is not None
+        return not _alive(self.pid)
 
 
 class WorkerPool:
     """All workers of a controller."""
 
-    def __init__(self, config: ServerConfig, advertise: str, on_lost: Callable[[WorkerHandle], None] | None = None):
+    def __init__(self, config: ServerConfig, advertise: str | None = None,
+                 on_lost: Callable[[WorkerHandle], None] | None = None):
         self.config = config
-        self.advertise = advertise
+        self.advertise = advertise or ""
         self.on_lost = on_lost or (lambda h: None)
         self.handles: dict[str, WorkerHandle] = {}
         self.cond = threading.Condition(threading.RLock())
@@ -110,8 +172,72 @@ class WorkerPool:
         self._next_standby_spawn = 0.0
         self.log_dir = Path(config.home) / "logs" / "workers"
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.run_dir = Path(config.home) / "run" / "workers"
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.orphan_grace_s = float(config.orphan_grace_s)
+        self.settings = self._settings_digest()
+        #: orphans of the previous controller that may call: worker id -> (pid, master)
+        self._expected: dict[str, tuple[int, str]] = {}
+        self._adopt_until = 0.0
         self._monitor = threading.Thread(target=self._watch, name="lockgate-worker-monitor", daemon=True)
+        if advertise:
+            self.start(advertise)
+
+    def start(self, advertise: str) -> None:
+        """Serve workers at ``advertise`` (``unix:PATH`` or host:port): start the monitor and wait a few seconds
+        for the previous controller's live orphans that call this address."""
+        self.advertise = advertise
+        expected = {}
+        for path in self.run_dir.glob("*.json"):
+            wid = path.stem
+            try:
+                info = json.loads(path.read_text())
+                pid, controller, master = int(info["pid"]), str(info["controller"]), str(info["master"])
+            except (OSError, ValueError, KeyError, TypeError):
+                path.unlink(missing_ok=True)
+                continue
+            if not _runs_worker(pid, wid):
+                path.unlink(missing_ok=True)  # gone long ago
+            elif controller == advertise:
+                expected[wid] = (pid, master)
+        with self.cond:
+            for h in self.handles.values():
+                if h.adopted:
+                    self._record(h)  # adopted before the address was known
+            self._expected = {w: v for w, v in expected.items() if w not in self.handles}
+            self._adopt_until = time.monotonic() + ADOPT_WAIT_S if self._expected else 0.0
+        if expected:
+            log_event(log, "orphans_expected", workers=sorted(expected), wait_s=ADOPT_WAIT_S)
         self._monitor.start()
+
+    def _settings_digest(self) -> str:
+        """What an adopted worker must share with this controller: the settings it was started with."""
+        from ..version import __version__
+
+        cfg = self.config
+        parts = [
+            sys.executable, __version__, cfg.home, str(cfg.snapshots), repr(cfg.heartbeat_interval_s),
+            repr(cfg.heartbeat_timeout_s), str(cfg.tls), str(cfg.tls_ca or cfg.tls_cert or ""),
+            cfg.tls_server_name or "", json.dumps(sorted(cfg.spark_conf.items())),
+            json.dumps([sorted(cfg.pipelines), sorted(cfg.pipeline_modules), cfg.allow_any_pipeline]),
+        ]
+        return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
+
+    def _record(self, h: WorkerHandle) -> None:
+        """Note a live worker under <home>/run/workers, for the next controller to expect it."""
+        path = self.run_dir / f"{h.id}.json"
+        with contextlib.suppress(OSError):
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"pid": h.pid, "controller": self.advertise, "master": h.master}))
+            tmp.replace(path)
+
+    def _forget(self, h: WorkerHandle) -> None:
+        """The worker process is gone: no controller is to expect it."""
+        if h.forgotten:
+            return
+        h.forgotten = True
+        with contextlib.suppress(OSError):
+            (self.run_dir / f"{h.id}.json").unlink(missing_ok=True)
 
     # -- spawning ----------------------------------------------------------------------
     def _spawn(self, master: str, reserved_for: str | None) -> WorkerHandle:
@@ -139,60 +265,111 @@ class WorkerPool:
             "--heartbeat-interval", str(cfg.heartbeat_interval_s),
             "--heartbeat-timeout", str(cfg.heartbeat_timeout_s),
             "--parent-pid", str(os.getpid()),
+            "--orphan-grace", str(self.orphan_grace_s),
+            "--settings", self.settings,
         ]
         if cfg.tls:
-            cmd += ["--tls", "--tls-ca", cfg.tls_ca or str(cfg.tls_cert)]
-            if cfg.tls_server_name:
-                cmd += ["--tls-server-name", cfg.tls_server_name]
+            cmd += ["--tls", "--tls-ca", cfg.tls_ca or str(cfg.tls_cert), "--tls-server-name", cfg.tls_name()]
         for k, v in sorted(cfg.spark_conf.items()):
             cmd += ["--spark-conf", f"{k}={v}"]
+        for folder in cfg.pipelines:  # the worker checks every reference again before it imports it
+            cmd += ["--pipelines", folder]
+        for prefix in cfg.pipeline_modules:
+            cmd += ["--pipeline-modules", prefix]
+        if cfg.allow_any_pipeline and not cfg.confined:
+            cmd.append("--allow-any-pipeline")
         if reserved_for is None:
             cmd.append("--warm-up")  # a standby: pay Spark's first-query costs before it is needed
+        # the token never goes into the environment (Spark's JVM and its Python workers, hence
+        # the pipeline's code, inherit it; /proc/<pid>/environ keeps it): a pipe, read and closed at start
         env = {k: v for k, v in os.environ.items() if k not in ("LOCKGATE_TOKEN", "LOCKGATE_FAULT")}
-        if cfg.token:
-            env["LOCKGATE_TOKEN"] = cfg.token
         env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         env.setdefault("PYSPARK_PYTHON", sys.executable)
+        token_r, token_w = os.pipe() if cfg.token else (-1, -1)
+        if cfg.token:
+            cmd += ["--token-fd", str(token_r)]
         assert h.log_path is not None
-        with open(h.log_path, "ab") as out:
-            try:
+        try:
+            with open(h.log_path, "ab") as out:
                 h.proc = subprocess.Popen(
                     cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
-                    start_new_session=True, cwd=cfg.home,
+                    start_new_session=True, cwd=cfg.home, pass_fds=(token_r,) if cfg.token else (),
                 )
-            except OSError as err:
-                with self.cond:
-                    h.state = WState.LOST
-                    h.lost_reason = f"cannot start a worker process: {err}"
-                raise WorkerStartError(h.lost_reason) from err
+        except OSError as err:
+            with self.cond:
+                h.state = WState.LOST
+                h.lost_reason = f"cannot start a worker process: {err}"
+            raise WorkerStartError(h.lost_reason) from err
+        finally:
+            if cfg.token:
+                os.close(token_r)
+                self._send_token(token_w, cfg.token)
+        self._record(h)
         log_event(log, "worker_spawned", worker=wid, pid=h.proc.pid, master=master, log=str(h.log_path))
         return h
+
+    @staticmethod
+    def _send_token(fd: int, token: str) -> None:
+        """Write the token to the worker's pipe and close it (a worker that died reads nothing)."""
+        data = token.encode()
+        try:
+            while data:
+                data = data[os.write(fd, data):]
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
 
     # -- taking workers ----------------------------------------------------------------
     def take(self, master: str, job: str, stop: threading.Event | None = None) -> WorkerHandle:
         """A connected worker on ``master``, now BUSY for ``job`` (from the pool, or a new one)."""
+        h = self._acquire(master, job, job, stop, f"for job '{job}'")
         with self.cond:
-            h = self._idle(master)
+            h.job = job
+        return h
+
+    def _acquire(self, master: str, purpose: str, job: str | None, stop: threading.Event | None,
+                 why: str) -> WorkerHandle:
+        """An idle worker (an orphan being adopted is waited for), a starting one, or a new one;
+        connected and BUSY."""
+        with self.cond:
+            h = self._idle(master, job)
+            # while orphans may still call, wait for one at all, and for a job for the one that
+            # ran it (still cancelling its round, it often calls after an idle standby)
+            while (h is None or (job is not None and h.last_job != job)) and self._adoption_pending(master) \
+                    and not (stop is not None and stop.is_set()):
+                self.cond.wait(0.1)
+                h = self._idle(master, job)
             if h is None:
                 h = self._starting(master)
                 if h is not None:
-                    h.reserved_for = job
+                    h.reserved_for = purpose
             else:
                 h.state = WState.BUSY
         if h is None:
-            h = self._spawn(master, reserved_for=job)
-        self._wait_connected(h, stop, f"for job '{job}'")
+            h = self._spawn(master, reserved_for=purpose)
+        self._wait_connected(h, stop, why)
         with self.cond:
             h.state = WState.BUSY
-            h.job = job
             h.reserved_for = None
         return h
 
-    def _idle(self, master: str) -> WorkerHandle | None:
+    def _idle(self, master: str, job: str | None = None) -> WorkerHandle | None:
+        """An idle worker on ``master``; for a job, the one that ran it before its controller
+        went away when there is one."""
+        found = None
         for h in self.handles.values():
             if h.state == WState.IDLE and h.master == master:
-                return h
-        return None
+                if job is None or h.last_job == job:
+                    return h
+                found = found or h
+        return found
+
+    def _adoption_pending(self, master: str) -> bool:
+        """Whether orphans on ``master`` of the previous controller may still call (for a few seconds)."""
+        if not self._expected or time.monotonic() >= self._adopt_until:
+            return False
+        return any(m == master for _, m in self._expected.values())
 
     def _starting(self, master: str) -> WorkerHandle | None:
         for h in self.handles.values():
@@ -217,20 +394,7 @@ class WorkerPool:
     def compile(self, master: str, pipeline: str) -> Any:
         """Compile ``pipeline`` on an idle worker (started when there is none); the worker
         goes back to the pool. Returns the CompileDoneRequest."""
-        with self.cond:
-            h = self._idle(master)
-            if h is not None:
-                h.state = WState.BUSY
-            else:
-                h = self._starting(master)
-                if h is not None:
-                    h.reserved_for = "compile"
-        if h is None:
-            h = self._spawn(master, reserved_for="compile")
-        self._wait_connected(h, None, "to compile")
-        with self.cond:
-            h.state = WState.BUSY
-            h.reserved_for = None
+        h = self._acquire(master, "compile", None, None, "to compile")
         try:
             rid = self.next_request_id()
             done = self.call(
@@ -307,11 +471,16 @@ class WorkerPool:
         return h
 
     def register_connection(self, hello: Any) -> WorkerHandle:
-        """WorkerConnect: a spawned worker connected; raises FencedError for a stranger."""
+        """WorkerConnect: a spawned worker connected, or an orphan asks to be adopted; raises
+        FencedError for a stranger (and for an orphan this controller does not adopt)."""
         with self.cond:
-            h = self._known(hello.worker_id, hello.generation, "WorkerConnect")
+            if hello.adopted and hello.worker_id not in self.handles:
+                h = self._adopt(hello)
+            else:
+                h = self._known(hello.worker_id, hello.generation, "WorkerConnect")
             if h.connected:
                 raise FencedError(f"WorkerConnect refused: worker {hello.worker_id} is connected already")
+            h.tasks.put(wpb.WorkerTask(welcome=wpb.Welcome(adopted=h.adopted)))
             h.connected = True
             h.hello = hello
             h.last_seen = time.monotonic()
@@ -320,9 +489,44 @@ class WorkerPool:
                 h.state = WState.IDLE if h.reserved_for is None else WState.BUSY
             self._spawn_failures = 0
             self.cond.notify_all()
-        log_event(log, "worker_connected", worker=h.id, pid=hello.pid, address=hello.address, slots=hello.slots,
-                  master=hello.spark_master, app=hello.spark_app_id,
-                  startup_s=round(time.monotonic() - h.spawned, 2))
+        if h.adopted:
+            log_event(log, "worker_adopted", worker=h.id, pid=hello.pid, address=hello.address, slots=hello.slots,
+                      master=hello.spark_master, app=hello.spark_app_id, last_job=hello.last_job,
+                      orphaned_s=round(hello.orphaned_s, 2))
+        else:
+            log_event(log, "worker_connected", worker=h.id, pid=hello.pid, address=hello.address,
+                      slots=hello.slots, master=hello.spark_master, app=hello.spark_app_id,
+                      startup_s=round(time.monotonic() - h.spawned, 2))
+        return h
+
+    def _adopt(self, hello: Any) -> WorkerHandle:
+        """A handle for an orphan of another controller (an idle worker from now on), or
+        FencedError (ABORTED: the orphan exits) when this controller cannot take it."""
+        wid = hello.worker_id
+        self._expected.pop(wid, None)
+        why = None
+        alive = [h for h in self.handles.values() if h.state in _ALIVE]
+        if self._closing:
+            why = "the controller is shutting down"
+        elif hello.settings != self.settings:
+            why = ("it was started with other settings than this controller's (home, snapshots, --spark-conf, "
+                   "TLS, heartbeats, Python or Lockgate version)")
+        elif len(alive) >= self.config.max_workers:
+            why = f"the controller runs {len(alive)} workers, its limit (--max-workers {self.config.max_workers})"
+        elif not _runs_worker(hello.pid, wid):
+            why = f"no process {hello.pid} on this machine runs worker {wid}"
+        if why is not None:
+            log_event(log, "adoption_refused", worker=wid, pid=hello.pid, reason=why)
+            raise FencedError(f"WorkerConnect refused: orphan worker {wid} is not adopted: {why}; it must stop")
+        log_path = self.log_dir / f"{wid}.log"
+        h = WorkerHandle(wid, hello.spark_master, log_path if log_path.exists() else None)
+        h.adopted = True
+        h.hello = hello
+        h.pgid = hello.pgid if hello.pgid == hello.pid else None
+        h.last_job = hello.last_job or None
+        h.state = WState.IDLE
+        self.handles[wid] = h
+        self._record(h)
         return h
 
     def tasks_of(self, h: WorkerHandle, is_active: Callable[[], bool]) -> Iterator[Any]:
@@ -378,10 +582,31 @@ class WorkerPool:
             self.on_lost(h)
 
     def _kill(self, h: WorkerHandle) -> None:
-        if h.proc is None:
+        """SIGKILL the worker's process group (its JVM and Spark's Python workers are in it)."""
+        if h.proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(h.proc.pid, signal.SIGKILL)
             return
+        pid = h.pid
+        if not h.adopted or not pid:
+            return
+        if _alive(pid) and not _runs_worker(pid, h.id):
+            return  # its pid belongs to another process now; its group, if any, cannot be ours
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(h.proc.pid, signal.SIGKILL)
+            if h.pgid:
+                os.killpg(h.pgid, signal.SIGKILL)
+            else:
+                os.kill(pid, signal.SIGKILL)
+
+    @staticmethod
+    def _wait_gone(h: WorkerHandle, timeout: float) -> None:
+        if h.proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                h.proc.wait(max(0.0, timeout))
+            return
+        deadline = time.monotonic() + timeout
+        while not h.gone() and time.monotonic() < deadline:
+            time.sleep(0.1)
 
     def give_back(self, h: WorkerHandle, reason: str) -> None:
         """Return a worker that only compiled (it ran no cycle: its session is as new) to the
@@ -410,13 +635,13 @@ class WorkerPool:
         log_event(log, "worker_released", worker=h.id, pid=h.pid, reason=reason)
 
         def reap() -> None:
-            if h.proc is None:
+            if h.proc is None and not h.adopted:
                 return
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                h.proc.wait(20)
+            self._wait_gone(h, 20)
             self._kill(h)  # the JVM and any Python workers of Spark
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                h.proc.wait(5)
+            self._wait_gone(h, 5)
+            if h.gone():
+                self._forget(h)
 
         threading.Thread(target=reap, name=f"lockgate-reap-{h.id}", daemon=True).start()
 
@@ -428,10 +653,13 @@ class WorkerPool:
             self.release(h, "controller shutting down")
         deadline = time.monotonic() + 10
         for h in handles:
-            if h.proc is not None:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    h.proc.wait(max(0.1, deadline - time.monotonic()))
+            if h.proc is not None or h.adopted:
+                self._wait_gone(h, max(0.1, deadline - time.monotonic()))
                 self._kill(h)
+        for h in handles:
+            self._wait_gone(h, 2)
+            if h.gone():
+                self._forget(h)
 
     # -- the monitor -------------------------------------------------------------------------
     def _watch(self) -> None:
@@ -448,16 +676,27 @@ class WorkerPool:
         lost: list[tuple[WorkerHandle, str]] = []
         release: list[WorkerHandle] = []
         with self.cond:
+            if self._expected:
+                if now >= self._adopt_until:
+                    self._expected.clear()
+                else:  # an orphan that exited meanwhile is not waited for
+                    for wid, (pid, _) in list(self._expected.items()):
+                        if not _runs_worker(pid, wid):
+                            del self._expected[wid]
+                            self.cond.notify_all()
             for h in list(self.handles.values()):
                 if h.state in (WState.LOST, WState.CLOSED):
-                    if h.proc is not None:
-                        h.proc.poll()  # reap
-                    if h.lost_at is not None and now - h.lost_at > 300 and (h.proc is None or h.proc.returncode is not None):
+                    gone = h.gone()  # reaps a child
+                    if gone:
+                        self._forget(h)
+                    if h.lost_at is not None and now - h.lost_at > 300 and gone:
                         del self.handles[h.id]
                     continue
                 code = h.proc.poll() if h.proc is not None else None
                 if code is not None:
                     lost.append((h, f"the worker process exited with code {code}"))
+                elif h.adopted and h.gone():
+                    lost.append((h, "the adopted worker process exited"))
                 elif h.last_seen is not None and now - h.last_seen > cfg.heartbeat_timeout_s:
                     lost.append((h, f"missed the heartbeat deadline: no heartbeat for {now - h.last_seen:.1f}s "
                                     f"(timeout {cfg.heartbeat_timeout_s:g}s)"))
@@ -485,7 +724,8 @@ class WorkerPool:
         master = self.config.spark_master
         with self.cond:
             missing = self._standby_target(master) - self._standby_count(master)
-            if missing <= 0 or time.monotonic() < self._next_standby_spawn or self._closing:
+            if missing <= 0 or time.monotonic() < self._next_standby_spawn or self._closing \
+                    or self._adoption_pending(master):
                 return
             # a standby that keeps dying before it connects (no Java, a wrong master) must not spin
             self._next_standby_spawn = time.monotonic() + min(60.0, 0.5 * 2 ** min(self._spawn_failures, 7))

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from ..api.loader import ReferencePolicy
 from ..checkpoint.catalog import Catalog
 from ..checkpoint.snapshots import SnapshotStore
 from ..control.info import JobEvent, RunResult
@@ -43,6 +44,7 @@ from ..states import JobState
 from .config import ServerConfig
 from .errors import FATAL_CODES, CycleFailedError, WorkerLostError, WorkerStartError, rebuild
 from .generated import lockgate_worker_pb2 as wpb
+from .limits import check_windows_in_clock
 
 if TYPE_CHECKING:
     from .pool import WorkerHandle, WorkerPool
@@ -116,16 +118,18 @@ class RunSpec:
 
 def is_transient(err: BaseException) -> bool:
     """Whether a restart may help: lost workers, failed rounds and infrastructure errors
-    yes; errors that say the request or the job's data is wrong no."""
+    yes; errors that say the request or the job's data is wrong no (among them a round that
+    failed deterministically, and OverflowError, ValueError or TypeError raised here)."""
     if isinstance(err, WorkerLostError | WorkerStartError):
         return True
     if isinstance(err, CycleFailedError):
-        return err.error_code not in FATAL_CODES
+        return err.error_code not in FATAL_CODES and not err.deterministic
     if isinstance(err, FencedError):
         return False
     if isinstance(err, LockgateError):
         return err.code not in FATAL_CODES and err.code != "LOCKGATE_ERROR"
-    return isinstance(err, Exception)
+    # an out-of-range value, a ValueError or a TypeError fails the same way every time
+    return isinstance(err, Exception) and not isinstance(err, ArithmeticError | ValueError | TypeError)
 
 
 @dataclass
@@ -137,6 +141,9 @@ class RunContext:
     snapshots: SnapshotStore
     jobs: JobOperations
     pool: WorkerPool
+    #: where pipeline references may come from (checked again before each attempt: a resumed
+    #: job's reference was accepted by an earlier controller, perhaps with other flags)
+    policy: ReferencePolicy
     #: hands an event to the job's watchers
     publish: Callable[[JobEvent], None]
     #: makes the runner the job's one runner on this controller (JobStateError when another is)
@@ -184,6 +191,15 @@ class RemoteCycleExecutor:
         self.runner = runner
 
     def run_cycle(self, window: int, attempt: int, restore: RestorePoint | None) -> CycleResult:
+        return CycleResult(**json.loads(self._execute([window], [attempt], restore)))
+
+    def run_group(self, windows: list[int], attempts: list[int], restore: RestorePoint | None) -> list[CycleResult]:
+        body = json.loads(self._execute(windows, attempts, restore, group=True))
+        return [CycleResult(**r) for r in body["results"]]
+
+    def _execute(self, windows: list[int], attempts: list[int], restore: RestorePoint | None, group: bool = False) -> str:
+        """Send one ExecuteCycle (a group when ``group``) and wait for its CycleDone's result JSON."""
+        window, attempt = windows[0], attempts[0]
         runner = self.runner
         pool = runner.ctx.pool
         h = runner.worker
@@ -191,6 +207,9 @@ class RemoteCycleExecutor:
             raise WorkerLostError(f"job '{runner.job}' has no worker")
         rid = pool.next_request_id()
         task = wpb.ExecuteCycle(request_id=rid, generation=runner.generation or 0, window=window, attempt=attempt)
+        if group:
+            task.group_windows.extend(windows)
+            task.group_attempts.extend(attempts)
         if restore is not None:
             task.restore.window = restore.window
             if restore.snapshot_uri is not None:
@@ -209,9 +228,9 @@ class RemoteCycleExecutor:
         if isinstance(report, wpb.CycleFailedRequest):
             raise CycleFailedError(
                 f"window {window} failed in {h.describe()}: {report.message}",
-                report.error_type, report.error_code, report.cancelled,
+                report.error_type, report.error_code, report.cancelled, report.deterministic,
             )
-        return CycleResult(**json.loads(report.result_json))
+        return report.result_json
 
 
 class JobRunner:
@@ -382,6 +401,7 @@ class JobRunner:
         ctx = self.ctx
         cfg = ctx.config
         master = self.spec.spark_master or cfg.spark_master
+        ctx.policy.check(self.ref)
         self.worker = h = ctx.pool.take(master, self.job or self.ref, self.stop_event)
         hello = h.hello
         rid = ctx.pool.next_request_id()
@@ -390,6 +410,8 @@ class JobRunner:
         if not done.ok:
             raise compile_failure(done)
         plan = plan_from(done.plan_json, done.plan_version, done.explain)
+        # a window beyond the pipeline's clock is a wrong request, refused before anything is written
+        check_windows_in_clock(plan.graph.clock, self.spec.first, self.spec.last)
         if self.job is None:  # the pipeline's name
             self.job = plan.name
         if not self.registered:

@@ -7,7 +7,9 @@
   nothing but SERVING and must answer probes that cannot send headers.
 - **TLS**: ``--tls-cert`` and ``--tls-key`` (PEM) make the server speak TLS; clients use
   ``grpcs://host:port`` with the CA (or the self-signed certificate) as ``tls_ca``.
-- **Loopback rule**: without a token the server binds only a loopback address.
+- **Loopback rule**: without a token the server binds only a loopback address; and only a
+  controller whose pipeline references are confined (``--pipelines``,
+  ``--pipeline-modules``) binds anything else.
 """
 
 from __future__ import annotations
@@ -59,6 +61,17 @@ def check_bind(host: str, token: str | None) -> None:
             f"refusing to bind {host}: without a token the controller listens on loopback only "
             "(127.0.0.1 or ::1). Give a token with --token-file FILE or $LOCKGATE_TOKEN (and TLS with "
             "--tls-cert/--tls-key) to listen on other addresses"
+        )
+
+
+def check_confinement(host: str, confined: bool) -> None:
+    """Refuse to listen on a network interface while any pipeline reference is accepted:
+    a pipeline reference is code the controller runs as its user."""
+    if not confined and not is_loopback(host):
+        raise LockgateError(
+            f"refusing to bind {host} with --allow-any-pipeline: a pipeline is code that runs as this "
+            "controller's user. Give the folders and module prefixes pipelines may come from with "
+            "--pipelines DIR and --pipeline-modules PREFIX (repeatable) instead"
         )
 
 

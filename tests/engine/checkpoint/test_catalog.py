@@ -156,6 +156,20 @@ def test_failed_transition_stores_last_error(catalog):
     assert job.state is JobState.FAILED and job.last_error == "pipeline did not compile"
 
 
+def test_a_job_that_finishes_after_a_failure_shows_no_old_error(catalog):
+    catalog.ensure_job("orders", "a.py:p")
+    catalog.transition("orders", "COMPILING")
+    catalog.transition("orders", "FAILED", "sink database down")
+    for state in ("COMPILING", "SCHEDULING", "RUNNING"):
+        assert catalog.transition("orders", state).last_error == "sink database down"  # still recovering
+    assert catalog.transition("orders", "FINISHED", "done").last_error is None
+    assert ("COMPILING", "FAILED", "sink database down") in [
+        (t.from_state and t.from_state.value, t.to_state.value, t.reason) for t in catalog.transitions("orders")
+    ]  # the error stays in the job's history
+    assert catalog.note_error("orders", "SnapshotError: damaged").last_error == "SnapshotError: damaged"
+    assert catalog.get_job("orders").state is JobState.FINISHED  # a note moves nothing
+
+
 # -- fencing ---------------------------------------------------------------------------
 
 

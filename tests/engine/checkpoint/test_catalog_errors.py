@@ -1,4 +1,4 @@
-"""A read-only or locked catalog raises a clear error naming the database and the fix.
+"""A read-only, locked or full catalog raises a clear error naming the database and the fix.
 
 Real databases only: SQLite files opened read-only (a ``mode=ro`` URL, and ``chmod 444`` files
 opened by an unprivileged user in a subprocess, since root ignores file permissions), a
@@ -27,6 +27,7 @@ from psycopg import sql
 from lockgate.checkpoint.catalog import Catalog
 from lockgate.errors import (
     CatalogError,
+    CatalogFullError,
     CatalogLockedError,
     CatalogReadOnlyError,
     CatalogUnavailableError,
@@ -257,4 +258,32 @@ def test_postgresql_table_locked_by_another_session(pg_database):
     assert "lock timeout" in message
     assert "raise lock_timeout" in message
     assert cat.acquire("orders") == 1
+    cat.close()
+
+
+def test_sqlite_catalog_on_a_full_disk_then_room_again(small_disk):
+    """A full disk under a SQLite catalog: a new catalog (SQLite cannot create its -wal file)
+    and a write to an existing one both raise CatalogFullError naming the file and the free
+    space; once there is room the catalog works again and holds what was committed."""
+    path = small_disk.path / "home" / "catalog.db"
+    cat = Catalog(f"sqlite:///{path}")
+    cat.ensure_job("orders", "a.py:p")
+    assert cat.acquire("orders") == 1
+    small_disk.fill()
+    with pytest.raises(CatalogFullError) as err:
+        for i in range(200):  # the WAL has some room left in its pages: write until it is gone
+            cat.ensure_job(f"job{i}", "a.py:p")
+    message = str(err.value)
+    assert f"the disk under the catalog database {path} is full" in message
+    assert "0 KiB free" in message and "Free space there" in message
+    cat.close()
+    with pytest.raises(CatalogFullError) as fresh:
+        Catalog(f"sqlite:///{small_disk.path / 'other' / 'catalog.db'}")
+    assert "is full" in str(fresh.value)
+
+    small_disk.free()
+    cat = Catalog(f"sqlite:///{path}")
+    assert cat.get_job("orders").generation == 1
+    cat.ensure_job("later", "a.py:p")
+    assert "later" in {j.name for j in cat.list_jobs()}
     cat.close()

@@ -83,9 +83,67 @@ def test_run_jobs_checkpoints_restore_and_gap(setup):
     assert rerun["first_window"] == first + 1 and rerun["last_window"] == first + 3
     assert rerun["windows_run"] == 3
 
+    # the windowed aggregate's keyed state at the latest checkpoint: its 10 s windows close
+    # with each 10 s cycle, so none is open; the columns come from the plan
+    assert json.loads(lockgate(home, "--json", "state", "cli_demo").stdout) == []
+    text = lockgate(home, "state", "cli_demo", "--window", str(first + 2)).stdout
+    assert text.splitlines() == ["AUCTION  WINDOW_START  WINDOW_END  N  TOP", "0 rows"]
+    nope = lockgate(home, "state", "cli_demo", "--operator", "nope", check=False)
+    assert nope.returncode == 2 and nope.stderr.strip() == (
+        "lockgate: error: job 'cli_demo' has no stateful operator 'nope' at window "
+        f"{first + 3}; its stateful operators: per_auction")
+
+    # nothing left to run: said plainly, never as an inverted range
+    idle = lockgate(home, "run", ref, "--until-caught-up")
+    assert f"job 'cli_demo' is caught up: nothing to run (last committed window {first + 3})" in idle.stdout
+    assert ".." not in idle.stdout and "Traceback" not in idle.stderr
+    inverted = lockgate(home, "run", ref, "--from-window", str(first + 2), "--to-window", str(first), check=False)
+    assert inverted.returncode == 2
+    assert inverted.stderr.strip() == (f"lockgate: error: --to-window {first} is before --from-window {first + 2}: "
+                                       "nothing to run")
+
+    # a reader that goes away (`lockgate --json checkpoints J | head -1`) ends the command quietly
+    env = {**os.environ, "LOCKGATE_HOME": str(home)}
+    closed = subprocess.Popen([sys.executable, "-m", "lockgate.cli.main", "--json", "checkpoints", "cli_demo"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    closed.stdout.close()  # before the command writes anything
+    assert closed.wait(120) == 141
+    assert closed.stderr.read() == b""
+
 
 def test_bad_reference_is_a_clean_error(setup):
     home, _ = setup
     proc = lockgate(home, "compile", "no/such/file.py:pipeline", check=False)
     assert proc.returncode == 2
     assert "does not exist" in proc.stderr and "Traceback" not in proc.stderr
+
+
+BROKEN = {
+    "unknown_column": '''
+import lockgate as lg
+pipeline = lg.Pipeline("broken")
+(pipeline.source(lg.NexmarkSource("bid", max_events=100), name="bids")
+    .filter("no_such_column > 3", name="keep").sink(lg.CollectSink("o")))
+''',
+    "join_without_window": '''
+import lockgate as lg
+pipeline = lg.Pipeline("broken")
+bids = pipeline.source(lg.NexmarkSource("bid", max_events=100), name="bids")
+bids.join(bids, on="auction", name="self_join").sink(lg.CollectSink("o"))
+''',
+}
+
+
+@pytest.mark.parametrize(("case", "said"), [
+    ("unknown_column", "operator 'keep'"),
+    ("join_without_window", "operator 'self_join': join() needs the tumbling window both sides share, got no window"),
+])
+def test_a_broken_pipeline_is_one_line(setup, case, said):
+    home, _ = setup
+    path = home.parent / f"{case}.py"
+    path.write_text(BROKEN[case])
+    proc = lockgate(home, "compile", f"{path}:pipeline", check=False)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("lockgate: error: ") and said in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr and "SQLQueryContextLogger" not in proc.stderr

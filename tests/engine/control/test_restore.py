@@ -10,6 +10,8 @@ uninterrupted run, row for row and window by window.
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -19,12 +21,14 @@ import pyarrow.dataset as ds
 import pytest
 
 from lockgate.checkpoint.catalog import CheckpointStatus
+from lockgate.checkpoint.layers import needed_by_all
 from lockgate.client.embedded import EmbeddedClient
 from lockgate.errors import (
     CheckpointNotFoundError,
     SinkNotFoundError,
     SnapshotError,
     StateLayoutError,
+    StorageAccessError,
     WindowGapError,
 )
 from lockgate.runtime.committers import read_collected
@@ -95,6 +99,11 @@ class Job:
 
     def complete(self) -> list[int]:
         return [cp.window for cp in self.client.catalog.list_checkpoints(self.name)]
+
+
+def without_error(state: dict[str, Any]) -> dict[str, Any]:
+    """A catalog state without the job's last_error (a refused run records why)."""
+    return {**state, "job": state["job"][:4] + state["job"][5:]}
 
 
 def checkpoints(job: Job) -> list[tuple]:
@@ -235,6 +244,59 @@ def test_restore_rolls_back_retracts_and_a_rerun_reproduces(make_job, reference)
     assert set(job.client.snapshots.list_snapshots(job.name)) == live
 
 
+def test_restore_onto_a_read_only_sink_folder_fails_the_job_and_a_second_restore_finishes(
+    make_job, reference, small_disk
+):
+    """The sink's folder turns read-only: the restore stops with one clear error, leaves the
+    job FAILED with it (its checkpoints rolled back, some output not), and the same restore
+    run again once the folder is writable finishes the retraction."""
+    job = make_job("read_only_sink")
+    job.out = small_disk.path / "auction_windows"
+    job.run(FIRST, FIRST + 4)
+    subprocess.run(["mount", "-o", "remount,ro", str(small_disk.path)], check=True)
+    try:
+        with pytest.raises(StorageAccessError) as refused:
+            job.client.restore(job.name, FIRST + 1)
+    finally:
+        subprocess.run(["mount", "-o", "remount,rw", str(small_disk.path)], check=True)
+    message = str(refused.value)
+    assert message.startswith(f"job '{job.name}', sink 'auction_files': cannot retract the committed output")
+    assert "read-only file system" in message
+    assert f"run `lockgate restore {job.name} --window {FIRST + 1}` again" in message
+    assert refused.value.folder == str(job.out)
+    record = job.client.catalog.get_job(job.name)
+    assert record.state.value == "FAILED" and "restore to window" in (record.last_error or "")
+
+    info = job.client.restore(job.name, FIRST + 1)
+    assert info.state == "STOPPED" and not info.last_error
+    assert_output(job, reference, FIRST + 1)
+    res = job.run(None, FIRST + 4)
+    assert (res.first_window, res.windows_run) == (FIRST + 2, 3)
+    assert_output(job, reference, FIRST + 4)
+
+
+def test_restore_is_a_catalog_change_that_starts_no_spark(make_job, reference):
+    job = make_job("nospark")
+    job.run(FIRST, FIRST + 3)
+    job.client.close()
+    probe = (
+        "import sys, psutil\n"
+        "from lockgate.client.embedded import EmbeddedClient\n"
+        f"c = EmbeddedClient(home={job.client.home!r})\n"
+        f"info = c.restore({job.name!r}, {FIRST + 1})\n"
+        "from pyspark import SparkContext\n"
+        "kids = [p.name() for p in psutil.Process().children(recursive=True)]\n"
+        "print(info.state, info.last_window, SparkContext._active_spark_context is None, kids)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().split(maxsplit=3) == ["STOPPED", str(FIRST + 1), "True", "[]"], done.stdout
+    job.client = EmbeddedClient(home=job.client.home)
+    assert job.complete() == WINDOWS[:2]
+    assert job.run(None, FIRST + 3).windows_run == 2
+    assert_output(job, reference, FIRST + 3)
+
+
 def test_incompatible_state_layout_is_refused_unless_state_is_reset(make_job, reference):
     job = make_job("layout")
     job.run(FIRST, FIRST + 2)
@@ -244,8 +306,10 @@ def test_incompatible_state_layout_is_refused_unless_state_is_reset(make_job, re
     msg = str(info.value)
     assert "operator 'auction_windows' state 'main' changed" in msg and "__low" in msg
     assert f"checkpoint {FIRST + 2}" in msg and "reset_state=True" in msg
-    # nothing changed: job (state, plan, generation, pipeline), transitions, checkpoints, cycles, output
-    assert job.catalog_state() == before
+    # nothing changed: job (state, plan, generation, pipeline), transitions, checkpoints, cycles,
+    # output; the job's record says why the run was refused
+    assert without_error(job.catalog_state()) == without_error(before)
+    assert job.client.get_job(job.name).last_error == f"StateLayoutError: {msg}"
     assert job.output() == out_before
 
     res = job.run(FIRST + 3, FIRST + 4, variant="new_aggregate", reset_state=True)
@@ -300,12 +364,30 @@ def test_damaged_snapshots_are_refused_and_an_earlier_checkpoint_recovers(make_j
     rel = victim.relative_to(last.snapshot_uri).as_posix()
     assert f"file '{rel}' changed" in str(info.value)
     assert f"window {FIRST + 3}" in str(info.value) and "lockgate restore" in str(info.value)
-    assert job.catalog_state() == before  # same checkpoints, same job and generation
+    # same checkpoints, same state and generation; the job's record says why it did not run
+    assert without_error(job.catalog_state()) == without_error(before)
+    assert job.client.get_job(job.name).last_error == f"SnapshotError: {info.value}"
     assert job.output() == out_before
 
-    job.client.restore(job.name, FIRST + 2)
-    assert job.run(None, FIRST + 4).windows_run == 2
+    # a rollback to a window whose own snapshot is damaged is refused now, changing nothing
+    earlier = job.client.catalog.get_checkpoint(job.name, FIRST + 1)
+    next(p for p in _state_files(job, earlier.snapshot_uri) if p.stat().st_size > 0).unlink()
+    before = job.catalog_state()
+    with pytest.raises(SnapshotError, match=f"window {FIRST + 1}"):
+        job.client.restore(job.name, FIRST + 1)
+    assert job.catalog_state() == before
+
+    # later checkpoints build on that snapshot's layers (a delta): a rollback to them is
+    # refused too, and the message points before the damaged layer
+    with pytest.raises(SnapshotError, match=rf"\(W < {FIRST + 1}\)"):
+        job.client.restore(job.name, FIRST + 2)
+    assert job.catalog_state() == before
+
+    job.client.restore(job.name, FIRST)
+    assert job.run(None, FIRST + 4).windows_run == 4
     assert_output(job, reference, FIRST + 4)
+    healthy = job.client.get_job(job.name)
+    assert (healthy.state, healthy.last_error) == ("FINISHED", None)  # the old error no longer shown
 
     # 2. the last checkpoint's snapshot folder deleted
     last = job.client.catalog.last_checkpoint(job.name)
@@ -317,7 +399,7 @@ def test_damaged_snapshots_are_refused_and_an_earlier_checkpoint_recovers(make_j
         job.run(FIRST + 5, FIRST + 5)
     for rel in files:
         assert f"file '{rel}' is missing" in str(info.value)
-    assert job.catalog_state() == before
+    assert without_error(job.catalog_state()) == without_error(before)
 
     job.client.restore(job.name, FIRST + 3)
     assert job.run(None, WINDOWS[-1]).windows_run == 2
@@ -333,9 +415,11 @@ def test_retention_keeps_the_latest_snapshots_and_restore_works(make_job, refere
         *[(w, CheckpointStatus.EXPIRED) for w in WINDOWS[:3]],
         *[(w, CheckpointStatus.COMPLETE) for w in WINDOWS[3:5]],
     ]
+    # on disk: exactly the folders the retained checkpoints' layers name (their base and
+    # deltas may have been written by rounds whose own checkpoints expired)
     on_disk = job.client.snapshots.list_snapshots(job.name)
-    assert on_disk == [cp.snapshot_uri for cp in every[3:]]
-    assert all(not Path(cp.snapshot_uri).exists() for cp in every[:3])
+    needed = needed_by_all((cp.snapshot_uri, cp.snapshot_manifest) for cp in every[3:])
+    assert set(on_disk) == needed and {cp.snapshot_uri for cp in every[3:]} <= needed
 
     with pytest.raises(CheckpointNotFoundError, match="EXPIRED"):
         job.client.restore(job.name, FIRST + 1)
@@ -346,7 +430,7 @@ def test_retention_keeps_the_latest_snapshots_and_restore_works(make_job, refere
 
     assert job.run(None, WINDOWS[-1]).windows_run == 2
     assert job.complete() == WINDOWS[4:]
-    assert job.client.snapshots.list_snapshots(job.name) == [
-        cp.snapshot_uri for cp in job.client.catalog.list_checkpoints(job.name)
-    ]
+    retained = job.client.catalog.list_checkpoints(job.name)
+    assert set(job.client.snapshots.list_snapshots(job.name)) == needed_by_all(
+        (cp.snapshot_uri, cp.snapshot_manifest) for cp in retained)
     assert_output(job, reference, WINDOWS[-1])

@@ -152,8 +152,13 @@ def test_dsl_errors_are_immediate():
         bids.filter("price > 0", name="bids")
     with pytest.raises(ValueError, match="at least one aggregate"):
         bids.key_by("auction").aggregate()
-    with pytest.raises(TypeError, match="Tumbling"):
+    with pytest.raises(lg.CompileError, match="got no window") as err:
         bids.join(bids, on="auction", window=None)
+    assert err.value.operator == "join_1"
+    with pytest.raises(lg.CompileError, match="session window"):
+        bids.join(bids, on="auction", window=lg.Session(timedelta(seconds=5)))
+    with pytest.raises(lg.CompileError, match="key columns"):
+        bids.join(bids, window=lg.Tumbling(timedelta(seconds=10)))
     with pytest.raises(ValueError, match="cycle_window must be positive"):
         lg.Pipeline("x", cycle_window=timedelta(0))
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -19,6 +18,7 @@ from typing import Any
 import psutil
 import pyarrow.dataset as ds
 import pytest
+from loopback import free_port, wait_for
 
 FIRST = 353_445_120  # 2026-01-01T00:00:00Z in 5 s cycle windows since the epoch
 HB_INTERVAL, HB_TIMEOUT = 1.0, 6.0
@@ -77,29 +77,19 @@ def outputs(read_sink: Callable[[str, str], Any], job: str, out: Path) -> dict[s
     return res
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(pred: Callable[[], Any], timeout: float, what: str, every: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}", pytrace=False)
-        time.sleep(every)
+def _references(args: list[str]) -> list[str]:
+    """A test controller accepts any pipeline reference (loopback, development) unless the
+    test confines them itself."""
+    return [] if {"--pipelines", "--pipeline-modules"} & set(args) else ["--allow-any-pipeline"]
 
 
 class ControllerProcess:
     """A ``lockgate server`` process (its own process group; workers have theirs)."""
 
     def __init__(self, root: Path, name: str = "ctl", catalog: str | None = None, token: str | None = None,
-                 args: tuple[str, ...] = (), port: int | None = None):
+                 args: tuple[str, ...] = (), port: int | None = None, any_pipeline: bool = True):
         self.root = root
+        self.any_pipeline = any_pipeline
         self.home = root / "home"
         self.name = name
         self.catalog = catalog
@@ -121,7 +111,7 @@ class ControllerProcess:
         cmd = [sys.executable, "-m", "lockgate.cli.main", "server", "--home", str(self.home),
                "--port", str(self.port), "--heartbeat-interval", str(HB_INTERVAL),
                "--heartbeat-timeout", str(HB_TIMEOUT), "--restart-backoff", "0.5", "--restart-backoff-max", "4",
-               *self.args]
+               *self.args, *(_references(self.args) if self.any_pipeline else [])]
         if self.catalog:
             cmd += ["--catalog", self.catalog]
         full_env = {k: v for k, v in os.environ.items() if k not in ("LOCKGATE_TOKEN", "LOCKGATE_FAULT")}
@@ -144,6 +134,15 @@ class ControllerProcess:
 
         wait_for(ready, timeout, "the controller to listen")
         return self
+
+    @property
+    def worker_address(self) -> str:
+        """Where this controller serves its workers (``unix:PATH`` or host:port), from its log."""
+        import re
+
+        found = re.findall(r"workers at (\S+)\)", self.log_text())
+        assert found, "the controller did not print its workers' address"
+        return found[-1]
 
     def client(self, **options: Any) -> Any:
         import lockgate

@@ -150,7 +150,7 @@ def test_hung_worker_misses_its_deadline_and_is_fenced_when_it_wakes(srv, make_c
         events.wait(lambda e: e.kind == "cycle_started", 600, "a round on the new worker", after=j)
 
         # the stale worker is fenced: its heartbeats and cycle results are refused with ABORTED
-        channel = grpc.insecure_channel(f"127.0.0.1:{ctl.port}")
+        channel = grpc.insecure_channel(ctl.worker_address)  # the workers' own server
         stub = wpb_grpc.WorkerControlStub(channel)
         gen = old["generation"]
         for call, req in (

@@ -89,7 +89,16 @@ def test_wrong_or_missing_token_is_refused_and_nothing_changes(tmp_path, make_co
     before = _snapshot(url)
 
     channel = grpc.insecure_channel(f"127.0.0.1:{ctl.port}")
-    stub, wstub = pb_grpc.ControllerStub(channel), wpb_grpc.WorkerControlStub(channel)
+    stub = pb_grpc.ControllerStub(channel)
+    # the workers' service is not on the client-facing port at all, only on the workers' own server
+    wrong_side = wpb_grpc.WorkerControlStub(channel)
+    for name, req in WORKER_CALLS:
+        assert _code(getattr(wrong_side, name), req, metadata=(("authorization", f"Bearer {TOKEN}"),),
+                     timeout=30) == grpc.StatusCode.UNIMPLEMENTED, name
+    assert ctl.worker_address.startswith("unix:") and ctl.worker_address.endswith("/run/controller.sock")
+    assert (home / "run").stat().st_mode & 0o777 == 0o700  # the socket's folder: this user's processes only
+    worker_channel = grpc.insecure_channel(ctl.worker_address)
+    wstub = wpb_grpc.WorkerControlStub(worker_channel)
     for metadata in ((), (("authorization", "Bearer wrong"),), (("authorization", TOKEN),)):
         for name, req in CONTROLLER_CALLS + STREAM_CALLS:
             assert _code(getattr(stub, name), req, metadata=metadata, timeout=30) == grpc.StatusCode.UNAUTHENTICATED, name
@@ -97,6 +106,7 @@ def test_wrong_or_missing_token_is_refused_and_nothing_changes(tmp_path, make_co
             assert _code(getattr(wstub, name), req, metadata=metadata, timeout=30) == grpc.StatusCode.UNAUTHENTICATED, name
         hello = wpb.WorkerHello(worker_id="w1", pid=1)
         assert _code(wstub.Connect, hello, metadata=metadata, timeout=30) == grpc.StatusCode.UNAUTHENTICATED
+    worker_channel.close()
 
     # the client raises AuthenticationError, naming the problem
     for token in (None, "wrong"):

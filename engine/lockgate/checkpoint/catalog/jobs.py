@@ -153,7 +153,9 @@ class JobsMixin(CatalogBase):
 
         Refused with JobStateError when the state machine does not allow the move, and
         with FencedError when ``expected_generation`` is given and is not the job's
-        current generation. Moving to FAILED stores ``reason`` as the job's last_error.
+        current generation. Moving to FAILED stores ``reason`` as the job's last_error;
+        moving to FINISHED or STOPPED clears it (the job rests healthy: the old error stays
+        in the transitions).
         """
         new = parse_state(to_state)
         with self._write() as conn:
@@ -168,11 +170,24 @@ class JobsMixin(CatalogBase):
             values: dict[str, Any] = {"state": new.value, "updated": now}
             if new is JobState.FAILED:
                 values["last_error"] = reason
+            elif new in (JobState.FINISHED, JobState.STOPPED):
+                values["last_error"] = None
             conn.execute(sa.update(jobs_table).where(jobs_table.c.name == name).values(**values))
             conn.execute(
                 sa.insert(transitions_table).values(
                     job=name, from_state=old.value, to_state=new.value, reason=reason or "", at=now
                 )
+            )
+            return job_record(require_job(conn, name, self.url))
+
+    def note_error(self, name: str, error: str) -> JobRecord:
+        """Record ``error`` as the job's last_error without moving it: for a run refused
+        before it took the job over (a damaged snapshot, a state layout that does not fit),
+        so that ``lockgate jobs`` shows why the job did not run."""
+        with self._write() as conn:
+            lock_job(conn, name, self.url)
+            conn.execute(
+                sa.update(jobs_table).where(jobs_table.c.name == name).values(last_error=error, updated=utcnow())
             )
             return job_record(require_job(conn, name, self.url))
 

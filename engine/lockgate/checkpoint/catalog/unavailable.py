@@ -1,8 +1,9 @@
-"""Read-only and locked catalogs as errors that name the database and the fix.
+"""Read-only, locked and full catalogs as errors that name the database and the fix.
 
 The database driver says "attempt to write a readonly database" or "database is locked";
 :func:`unavailable_error` turns those (SQLite result codes, PostgreSQL SQLSTATEs) into
-:class:`~lockgate.errors.CatalogReadOnlyError` or :class:`~lockgate.errors.CatalogLockedError`,
+:class:`~lockgate.errors.CatalogReadOnlyError`, :class:`~lockgate.errors.CatalogLockedError` or
+:class:`~lockgate.errors.CatalogFullError`,
 and leaves every other database error alone.
 """
 
@@ -11,12 +12,13 @@ from __future__ import annotations
 import errno
 import os
 import pwd
+import shutil
 import sqlite3
 from pathlib import Path
 
 import sqlalchemy as sa
 
-from ...errors import CatalogLockedError, CatalogReadOnlyError, CatalogUnavailableError
+from ...errors import CatalogFullError, CatalogLockedError, CatalogReadOnlyError, CatalogUnavailableError
 from .connection import busy_timeout_s, sqlite_file
 
 ELSEWHERE = "or point the catalog elsewhere (--catalog URL, or LOCKGATE_HOME for the default <home>/catalog.db)"
@@ -24,6 +26,9 @@ ELSEWHERE = "or point the catalog elsewhere (--catalog URL, or LOCKGATE_HOME for
 _PG_READ_ONLY = "25006"  # read_only_sql_transaction: a hot standby, or default_transaction_read_only
 _PG_NO_PRIVILEGE = "42501"  # insufficient_privilege
 _PG_LOCKED = "55P03"  # lock_not_available: lock_timeout expired
+_PG_DISK_FULL = "53100"  # disk_full
+#: a folder with less free space than this, after a failed write, counts as full
+_FULL_BYTES = 1 << 20
 
 
 def _user() -> str:
@@ -31,6 +36,18 @@ def _user() -> str:
         return pwd.getpwuid(os.geteuid()).pw_name
     except KeyError:
         return f"uid {os.geteuid()}"
+
+
+def _free_bytes(folder: Path) -> int:
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return 1 << 62  # cannot tell: not blamed on a full disk
+
+
+def _free(folder: Path) -> str:
+    free = _free_bytes(folder)
+    return "unknown space" if free == 1 << 62 else f"{free / 1024:.0f} KiB"
 
 
 def _detail(exc: BaseException) -> str:
@@ -70,6 +87,18 @@ def _sqlite_error(orig: BaseException, url: sa.URL) -> CatalogUnavailableError |
             f"cannot open {where} (user {_user()}): {_detail(orig)}. Make sure its folder {path.parent} "
             f"exists and is writable by this user (SQLite creates {files} there), {ELSEWHERE}"
         )
+    if primary in (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR):
+        # SQLite reports a full disk as SQLITE_FULL while writing pages, but as a plain I/O
+        # error when it cannot create its -wal or -shm file: the free space tells which
+        if primary == sqlite3.SQLITE_FULL or _free_bytes(path.parent) < _FULL_BYTES:
+            return CatalogFullError(
+                f"the disk under {where} is full ({_detail(orig)}; {_free(path.parent)} free in "
+                f"{path.parent}). Free space there, then run again: nothing committed was lost, {ELSEWHERE}"
+            )
+        return CatalogUnavailableError(
+            f"{where} cannot be read or written: {_detail(orig)}. Check the file system under {path.parent} "
+            f"(a mount gone, a network file system, which SQLite does not support), {ELSEWHERE}"
+        )
     if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
         return CatalogLockedError(
             f"{where} is locked: another process held its write lock for longer than the busy timeout "
@@ -94,6 +123,11 @@ def _postgresql_error(orig: BaseException, url: sa.URL) -> CatalogUnavailableErr
             f"{where} refused a write: {_detail(orig)}. Grant the catalog user {url.username!r} write "
             "access (SELECT, INSERT, UPDATE, DELETE on the lg_* tables and USAGE on their sequences; "
             f"CREATE on the schema for a new catalog), {ELSEWHERE}"
+        )
+    if state == _PG_DISK_FULL:
+        return CatalogFullError(
+            f"{where} is out of disk space: {_detail(orig)}. Free space on the database server, then run "
+            "again: nothing committed was lost"
         )
     if state == _PG_LOCKED:
         return CatalogLockedError(

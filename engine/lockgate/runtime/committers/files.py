@@ -14,15 +14,19 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-from lockgate.errors import SinkCommitError
+from lockgate.errors import SinkCommitError, StorageAccessError
 
 from ...filesystems import delete_path, is_dir, join, list_dirs, location_uri, resolve
+from ...storage_errors import storage_problem, write_error
 from ..staging import RETRACTED_DIR, committed_window, window_dir_name
 from .base import SinkCommitter, check_staged, drop_staged_after, staged_gone
 
 
 class FolderCommitter(SinkCommitter):
     """Commit = rename ``staged`` to ``<root>/lg_window=<W>``; the folder is the record."""
+
+    #: the other fix, when the target's disk is full or refuses the write
+    elsewhere = "point --home (LOCKGATE_HOME) at another disk"
 
     @abstractmethod
     def _root(self, job: str, sink_name: str) -> str:
@@ -48,14 +52,19 @@ class FolderCommitter(SinkCommitter):
                 return info
             raise staged_gone(job, sink_name, window, staged, target)
         _, root_path = resolve(root)
-        fs.create_dir(root_path, recursive=True)
         try:
+            fs.create_dir(root_path, recursive=True)
             fs.move(staged_path, target_path)
         except OSError as exc:
             if is_dir(fs, target_path):  # a concurrent commit won the rename
                 delete_path(sfs, staged_path)
                 return info
-            raise SinkCommitError(
+            err = write_error(
+                exc, root, context=f"job '{job}', sink '{sink_name}', window {window}",
+                what=f"the window's folder ({window_dir_name(window)})", window=window,
+                elsewhere=self.elsewhere, direct=True,
+            )
+            raise err or SinkCommitError(
                 f"job '{job}', sink '{sink_name}', window {window}: could not rename the staged "
                 f"output {staged['uri']} to {target}: {exc}"
             ) from exc
@@ -71,14 +80,26 @@ class FolderCommitter(SinkCommitter):
         return committed_windows_in(fs, root_path)
 
     def retract_after(self, job: str, sink_name: str, window: int) -> list[int]:
-        fs, root_path = resolve(self._root(job, sink_name))
+        root = self._root(job, sink_name)
+        fs, root_path = resolve(root)
         later = [w for w in self.committed_windows(job, sink_name) if w > window]
         trash = join(root_path, RETRACTED_DIR)
-        for w in sorted(later, reverse=True):
-            fs.create_dir(trash, recursive=True)
-            # one atomic rename takes the window out of the target, then delete at leisure
-            fs.move(join(root_path, window_dir_name(w)), join(trash, f"{window_dir_name(w)}-{uuid.uuid4().hex}"))
-        delete_path(fs, trash)
+        try:
+            for w in sorted(later, reverse=True):
+                fs.create_dir(trash, recursive=True)
+                # one atomic rename takes the window out of the target, then delete at leisure
+                fs.move(join(root_path, window_dir_name(w)), join(trash, f"{window_dir_name(w)}-{uuid.uuid4().hex}"))
+            delete_path(fs, trash)
+        except OSError as exc:
+            problem = storage_problem(exc)
+            head = (f"job '{job}', sink '{sink_name}': cannot retract the committed output of windows after "
+                    f"{window} from {root}")
+            again = f"then run `lockgate restore {job} --window {window}` again"
+            if problem is not None and problem[0] == "refused":
+                raise StorageAccessError(
+                    f"{head}: {problem[1]}. Make it writable for the user running Lockgate, {again}", root
+                ) from exc
+            raise SinkCommitError(f"{head}: {problem[1] if problem else exc}; {again}") from exc
         drop_staged_after(self._staging_root(job, sink_name), window)
         return later
 
@@ -92,6 +113,7 @@ class FileCommitter(FolderCommitter):
     """File sink: ``<path>/lg_window=<W>/`` appears by one rename of the staged folder."""
 
     kind = "file"
+    elsewhere = "give the FileSink a path on another disk"
 
     def __init__(self, sink: dict[str, Any], home: str):
         super().__init__(sink, home)

@@ -257,6 +257,18 @@ class ReadSinkRequest(_message.Message):
     sink: str
     def __init__(self, job: _Optional[str] = ..., sink: _Optional[str] = ...) -> None: ...
 
+class ReadStateRequest(_message.Message):
+    __slots__ = ("job", "operator", "window", "table")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_FIELD_NUMBER: _ClassVar[int]
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    job: str
+    operator: str
+    window: int
+    table: str
+    def __init__(self, job: _Optional[str] = ..., operator: _Optional[str] = ..., window: _Optional[int] = ..., table: _Optional[str] = ...) -> None: ...
+
 class DataChunk(_message.Message):
     __slots__ = ("data",)
     DATA_FIELD_NUMBER: _ClassVar[int]

@@ -99,6 +99,11 @@ class ControllerStub:
                 request_serializer=lockgate__controller__pb2.ReadSinkRequest.SerializeToString,
                 response_deserializer=lockgate__controller__pb2.DataChunk.FromString,
                 _registered_method=True)
+        self.ReadState = channel.unary_stream(
+                '/lockgate.v1.Controller/ReadState',
+                request_serializer=lockgate__controller__pb2.ReadStateRequest.SerializeToString,
+                response_deserializer=lockgate__controller__pb2.DataChunk.FromString,
+                _registered_method=True)
         self.ListWorkers = channel.unary_unary(
                 '/lockgate.v1.Controller/ListWorkers',
                 request_serializer=lockgate__controller__pb2.ListWorkersRequest.SerializeToString,
@@ -198,6 +203,13 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReadState(self, request, context):
+        """One stateful operator's keyed state at a checkpoint (default: the latest), as Arrow IPC.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListWorkers(self, request, context):
         """The worker processes of the controller (pool and assigned), for operators and tests.
         """
@@ -271,6 +283,11 @@ def add_ControllerServicer_to_server(servicer, server):
             'ReadSink': grpc.unary_stream_rpc_method_handler(
                     servicer.ReadSink,
                     request_deserializer=lockgate__controller__pb2.ReadSinkRequest.FromString,
+                    response_serializer=lockgate__controller__pb2.DataChunk.SerializeToString,
+            ),
+            'ReadState': grpc.unary_stream_rpc_method_handler(
+                    servicer.ReadState,
+                    request_deserializer=lockgate__controller__pb2.ReadStateRequest.FromString,
                     response_serializer=lockgate__controller__pb2.DataChunk.SerializeToString,
             ),
             'ListWorkers': grpc.unary_unary_rpc_method_handler(
@@ -629,6 +646,33 @@ class Controller:
             target,
             '/lockgate.v1.Controller/ReadSink',
             lockgate__controller__pb2.ReadSinkRequest.SerializeToString,
+            lockgate__controller__pb2.DataChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/lockgate.v1.Controller/ReadState',
+            lockgate__controller__pb2.ReadStateRequest.SerializeToString,
             lockgate__controller__pb2.DataChunk.FromString,
             options,
             channel_credentials,

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15lockgate_worker.proto\x12\x0blockgate.v1\"\xb1\x01\n\x0bWorkerHello\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\r\n\x05slots\x18\x03 \x01(\x05\x12\x0b\n\x03pid\x18\x04 \x01(\x05\x12\x14\n\x0cspark_master\x18\x05 \x01(\t\x12\x14\n\x0cspark_app_id\x18\x06 \x01(\t\x12\x0b\n\x03job\x18\x07 \x01(\t\x12\x12\n\ngeneration\x18\x08 \x01(\x03\x12\x15\n\rspark_version\x18\t \x01(\t\"\xe4\x01\n\nWorkerTask\x12%\n\x06\x61ssign\x18\x01 \x01(\x0b\x32\x13.lockgate.v1.AssignH\x00\x12\'\n\x07\x63ompile\x18\x02 \x01(\x0b\x32\x14.lockgate.v1.CompileH\x00\x12,\n\x07\x65xecute\x18\x03 \x01(\x0b\x32\x19.lockgate.v1.ExecuteCycleH\x00\x12%\n\x06\x63\x61ncel\x18\x04 \x01(\x0b\x32\x13.lockgate.v1.CancelH\x00\x12)\n\x08shutdown\x18\x05 \x01(\x0b\x32\x15.lockgate.v1.ShutdownH\x00\x42\x06\n\x04task\";\n\x06\x41ssign\x12\x12\n\nrequest_id\x18\x01 \x01(\x03\x12\x0b\n\x03job\x18\x02 \x01(\t\x12\x10\n\x08pipeline\x18\x03 \x01(\t\"/\n\x07\x43ompile\x12\x12\n\nrequest_id\x18\x01 \x01(\x03\x12\x10\n\x08pipeline\x18\x02 \x01(\t\"\x94\x01\n\x0c\x45xecuteCycle\x12\x12\n\nrequest_id\x18\x01 \x01(\x03\x12\x12\n\ngeneration\x18\x02 \x01(\x03\x12\x0e\n\x06window\x18\x03 \x01(\x03\x12\x0f\n\x07\x61ttempt\x18\x04 \x01(\x05\x12/\n\x07restore\x18\x05 \x01(\x0b\x32\x19.lockgate.v1.RestorePointH\x00\x88\x01\x01\x42\n\n\x08_restore\"j\n\x0cRestorePoint\x12\x0e\n\x06window\x18\x01 \x01(\x03\x12\x19\n\x0csnapshot_uri\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x1e\n\x16snapshot_manifest_json\x18\x03 \x01(\tB\x0f\n\r_snapshot_uri\"\x18\n\x06\x43\x61ncel\x12\x0e\n\x06reason\x18\x01 \x01(\t\"\x1a\n\x08Shutdown\x12\x0e\n\x06reason\x18\x01 \x01(\t\"i\n\x10HeartbeatRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x03\x12\x0e\n\x06status\x18\x03 \x01(\t\x12\x13\n\x06window\x18\x04 \x01(\x03H\x00\x88\x01\x01\x42\t\n\x07_window\"\'\n\x11HeartbeatResponse\x12\x12\n\ninterval_s\x18\x01 \x01(\x01\"b\n\x10\x43ycleDoneRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x03\x12\x12\n\nrequest_id\x18\x03 \x01(\x03\x12\x13\n\x0bresult_json\x18\x04 \x01(\t\"\x9b\x01\n\x12\x43ycleFailedRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x03\x12\x12\n\nrequest_id\x18\x03 \x01(\x03\x12\x12\n\nerror_type\x18\x04 \x01(\t\x12\x12\n\nerror_code\x18\x05 \x01(\t\x12\x0f\n\x07message\x18\x06 \x01(\t\x12\x11\n\tcancelled\x18\x07 \x01(\x08\"\xce\x01\n\x12\x43ompileDoneRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x03\x12\x12\n\nrequest_id\x18\x03 \x01(\x03\x12\n\n\x02ok\x18\x04 \x01(\x08\x12\x11\n\tplan_json\x18\x05 \x01(\t\x12\x14\n\x0cplan_version\x18\x06 \x01(\t\x12\x0f\n\x07\x65xplain\x18\x07 \x01(\t\x12\x12\n\nerror_type\x18\x08 \x01(\t\x12\x12\n\nerror_code\x18\t \x01(\t\x12\x0f\n\x07message\x18\n \x01(\t\"\x0b\n\tReportAck2\xef\x02\n\rWorkerControl\x12>\n\x07\x43onnect\x12\x18.lockgate.v1.WorkerHello\x1a\x17.lockgate.v1.WorkerTask0\x01\x12J\n\tHeartbeat\x12\x1d.lockgate.v1.HeartbeatRequest\x1a\x1e.lockgate.v1.HeartbeatResponse\x12\x42\n\tCycleDone\x12\x1d.lockgate.v1.CycleDoneRequest\x1a\x16.lockgate.v1.ReportAck\x12\x46\n\x0b\x43ycleFailed\x12\x1f.lockgate.v1.CycleFailedRequest\x1a\x16.lockgate.v1.ReportAck\x12\x46\n\x0b\x43ompileDone\x12\x1f.lockgate.v1.CompileDoneRequest\x1a\x16.lockgate.v1.ReportAckb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15lockgate_worker.proto\x12\x0blockgate.v1\"\x88\x02\n\x0bWorkerHello\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\r\n\x05slots\x18\x03 \x01(\x05\x12\x0b\n\x03pid\x18\x04 \x01(\x05\x12\x14\n\x0cspark_master\x18\x05 \x01(\t\x12\x14\n\x0cspark_app_id\x18\x06 \x01(\t\x12\x0b\n\x03job\x18\x07 \x01(\t\x12\x12\n\ngeneration\x18\x08 \x01(\x03\x12\x15\n\rspark_version\x18\t \x01(\t\x12\x0f\n\x07\x61\x64opted\x18\n \x01(\x08\x12\x0c\n\x04pgid\x18\x0b \x01(\x05\x12\x10\n\x08settings\x18\x0c \x01(\t\x12\x10\n\x08last_job\x18\r \x01(\t\x12\x12\n\norphaned_s\x18\x0e \x01(\x01\"\x8d\x02\n\nWorkerTask\x12%\n\x06\x61ssign\x18\x01 \x01(\x0b\x32\x13.lockgate.v1.AssignH\x00\x12\'\n\x07\x63ompile\x18\x02 \x01(\x0b\x32\x14.lockgate.v1.CompileH\x00\x12,\n\x07\x65xecute\x18\x03 \x01(\x0b\x32\x19.lockgate.v1.ExecuteCycleH\x00\x12%\n\x06\x63\x61ncel\x18\x04 \x01(\x0b\x32\x13.lockgate.v1.CancelH\x00\x12)\n\x08shutdown\x18\x05 \x01(\x0b\x32\x15.lockgate.v1.ShutdownH\x00\x12\'\n\x07welcome\x18\x06 \x01(\x0b\x32\x14.lockgate.v1.WelcomeH\x00\x42\x06\n\x04task\"\x1a\n\x07Welcome\x12\x0f\n\x07\x61\x64opted\x18\x01 \x01(\x08\";\n\x06\x41ssign\x12\x12\n\nrequest_id\x18\x01 \x01(\x03\x12\x0b\n\x03job\x18\x02 \x01(\t\x12\x10\n\x08pipeline\x18\x03 \x01(\t\"/\n\x07\x43ompile\x12\x12\n\nrequest_id\x18\x01 \x01(\x03\x12\x10\n\x08pipeline\x18\x02 \x01(\t\"\xc3\x01\n\x0c\x45xecuteCycle\x12\x12\n\nrequest_id\x18\x01 \x01(\x03\x12\x12\n\ngeneration\x18\x02 \x01(\x03\x12\x0e\n\x06window\x18\x03 \x01(\x03\x12\x0f\n\x07\x61ttempt\x18\x04 \x01(\x05\x12/\n\x07restore\x18\x05 \x01(\x0b\x32\x19.lockgate.v1.RestorePointH\x00\x88\x01\x01\x12\x15\n\rgroup_windows\x18\x06 \x03(\x03\x12\x16\n\x0egroup_attempts\x18\x07 \x03(\x05\x42\n\n\x08_restore\"j\n\x0cRestorePoint\x12\x0e\n\x06window\x18\x01 \x01(\x03\x12\x19\n\x0csnapshot_uri\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x1e\n\x16snapshot_manifest_json\x18\x03 \x01(\tB\x0f\n\r_snapshot_uri\"\x18\n\x06\x43\x61ncel\x12\x0e\n\x06reason\x18\x01 \x01(\t\"\x1a\n\x08Shutdown\x12\x0e\n\x06reason\x18\x01 \x01(\t\"i\n\x10HeartbeatRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x03\x12\x0e\n\x06status\x18\x03 \x01(\t\x12\x13\n\x06window\x18\x04 \x01(\x03H\x00\x88\x01\x01\x42\t\n\x07_window\"\'\n\x11HeartbeatResponse\x12\x12\n\ninterval_s\x18\x01 \x01(\x01\"b\n\x10\x43ycleDoneRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x03\x12\x12\n\nrequest_id\x18\x03 \x01(\x03\x12\x13\n\x0bresult_json\x18\x04 \x01(\t\"\xb2\x01\n\x12\x43ycleFailedRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x03\x12\x12\n\nrequest_id\x18\x03 \x01(\x03\x12\x12\n\nerror_type\x18\x04 \x01(\t\x12\x12\n\nerror_code\x18\x05 \x01(\t\x12\x0f\n\x07message\x18\x06 \x01(\t\x12\x11\n\tcancelled\x18\x07 \x01(\x08\x12\x15\n\rdeterministic\x18\x08 \x01(\x08\"\xce\x01\n\x12\x43ompileDoneRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x03\x12\x12\n\nrequest_id\x18\x03 \x01(\x03\x12\n\n\x02ok\x18\x04 \x01(\x08\x12\x11\n\tplan_json\x18\x05 \x01(\t\x12\x14\n\x0cplan_version\x18\x06 \x01(\t\x12\x0f\n\x07\x65xplain\x18\x07 \x01(\t\x12\x12\n\nerror_type\x18\x08 \x01(\t\x12\x12\n\nerror_code\x18\t \x01(\t\x12\x0f\n\x07message\x18\n \x01(\t\"\x0b\n\tReportAck2\xef\x02\n\rWorkerControl\x12>\n\x07\x43onnect\x12\x18.lockgate.v1.WorkerHello\x1a\x17.lockgate.v1.WorkerTask0\x01\x12J\n\tHeartbeat\x12\x1d.lockgate.v1.HeartbeatRequest\x1a\x1e.lockgate.v1.HeartbeatResponse\x12\x42\n\tCycleDone\x12\x1d.lockgate.v1.CycleDoneRequest\x1a\x16.lockgate.v1.ReportAck\x12\x46\n\x0b\x43ycleFailed\x12\x1f.lockgate.v1.CycleFailedRequest\x1a\x16.lockgate.v1.ReportAck\x12\x46\n\x0b\x43ompileDone\x12\x1f.lockgate.v1.CompileDoneRequest\x1a\x16.lockgate.v1.ReportAckb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,33 +32,35 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'lockgate_worker_pb2', _glob
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_WORKERHELLO']._serialized_start=39
-  _globals['_WORKERHELLO']._serialized_end=216
-  _globals['_WORKERTASK']._serialized_start=219
-  _globals['_WORKERTASK']._serialized_end=447
-  _globals['_ASSIGN']._serialized_start=449
-  _globals['_ASSIGN']._serialized_end=508
-  _globals['_COMPILE']._serialized_start=510
-  _globals['_COMPILE']._serialized_end=557
-  _globals['_EXECUTECYCLE']._serialized_start=560
-  _globals['_EXECUTECYCLE']._serialized_end=708
-  _globals['_RESTOREPOINT']._serialized_start=710
-  _globals['_RESTOREPOINT']._serialized_end=816
-  _globals['_CANCEL']._serialized_start=818
-  _globals['_CANCEL']._serialized_end=842
-  _globals['_SHUTDOWN']._serialized_start=844
-  _globals['_SHUTDOWN']._serialized_end=870
-  _globals['_HEARTBEATREQUEST']._serialized_start=872
-  _globals['_HEARTBEATREQUEST']._serialized_end=977
-  _globals['_HEARTBEATRESPONSE']._serialized_start=979
-  _globals['_HEARTBEATRESPONSE']._serialized_end=1018
-  _globals['_CYCLEDONEREQUEST']._serialized_start=1020
-  _globals['_CYCLEDONEREQUEST']._serialized_end=1118
-  _globals['_CYCLEFAILEDREQUEST']._serialized_start=1121
-  _globals['_CYCLEFAILEDREQUEST']._serialized_end=1276
-  _globals['_COMPILEDONEREQUEST']._serialized_start=1279
-  _globals['_COMPILEDONEREQUEST']._serialized_end=1485
-  _globals['_REPORTACK']._serialized_start=1487
-  _globals['_REPORTACK']._serialized_end=1498
-  _globals['_WORKERCONTROL']._serialized_start=1501
-  _globals['_WORKERCONTROL']._serialized_end=1868
+  _globals['_WORKERHELLO']._serialized_end=303
+  _globals['_WORKERTASK']._serialized_start=306
+  _globals['_WORKERTASK']._serialized_end=575
+  _globals['_WELCOME']._serialized_start=577
+  _globals['_WELCOME']._serialized_end=603
+  _globals['_ASSIGN']._serialized_start=605
+  _globals['_ASSIGN']._serialized_end=664
+  _globals['_COMPILE']._serialized_start=666
+  _globals['_COMPILE']._serialized_end=713
+  _globals['_EXECUTECYCLE']._serialized_start=716
+  _globals['_EXECUTECYCLE']._serialized_end=911
+  _globals['_RESTOREPOINT']._serialized_start=913
+  _globals['_RESTOREPOINT']._serialized_end=1019
+  _globals['_CANCEL']._serialized_start=1021
+  _globals['_CANCEL']._serialized_end=1045
+  _globals['_SHUTDOWN']._serialized_start=1047
+  _globals['_SHUTDOWN']._serialized_end=1073
+  _globals['_HEARTBEATREQUEST']._serialized_start=1075
+  _globals['_HEARTBEATREQUEST']._serialized_end=1180
+  _globals['_HEARTBEATRESPONSE']._serialized_start=1182
+  _globals['_HEARTBEATRESPONSE']._serialized_end=1221
+  _globals['_CYCLEDONEREQUEST']._serialized_start=1223
+  _globals['_CYCLEDONEREQUEST']._serialized_end=1321
+  _globals['_CYCLEFAILEDREQUEST']._serialized_start=1324
+  _globals['_CYCLEFAILEDREQUEST']._serialized_end=1502
+  _globals['_COMPILEDONEREQUEST']._serialized_start=1505
+  _globals['_COMPILEDONEREQUEST']._serialized_end=1711
+  _globals['_REPORTACK']._serialized_start=1713
+  _globals['_REPORTACK']._serialized_end=1724
+  _globals['_WORKERCONTROL']._serialized_start=1727
+  _globals['_WORKERCONTROL']._serialized_end=2094
 # @@protoc_insertion_point(module_scope)

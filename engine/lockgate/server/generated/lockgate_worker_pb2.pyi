@@ -1,12 +1,13 @@
+from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class WorkerHello(_message.Message):
-    __slots__ = ("worker_id", "address", "slots", "pid", "spark_master", "spark_app_id", "job", "generation", "spark_version")
+    __slots__ = ("worker_id", "address", "slots", "pid", "spark_master", "spark_app_id", "job", "generation", "spark_version", "adopted", "pgid", "settings", "last_job", "orphaned_s")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     SLOTS_FIELD_NUMBER: _ClassVar[int]
@@ -16,6 +17,11 @@ class WorkerHello(_message.Message):
     JOB_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     SPARK_VERSION_FIELD_NUMBER: _ClassVar[int]
+    ADOPTED_FIELD_NUMBER: _ClassVar[int]
+    PGID_FIELD_NUMBER: _ClassVar[int]
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    LAST_JOB_FIELD_NUMBER: _ClassVar[int]
+    ORPHANED_S_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     address: str
     slots: int
@@ -25,21 +31,34 @@ class WorkerHello(_message.Message):
     job: str
     generation: int
     spark_version: str
-    def __init__(self, worker_id: _Optional[str] = ..., address: _Optional[str] = ..., slots: _Optional[int] = ..., pid: _Optional[int] = ..., spark_master: _Optional[str] = ..., spark_app_id: _Optional[str] = ..., job: _Optional[str] = ..., generation: _Optional[int] = ..., spark_version: _Optional[str] = ...) -> None: ...
+    adopted: bool
+    pgid: int
+    settings: str
+    last_job: str
+    orphaned_s: float
+    def __init__(self, worker_id: _Optional[str] = ..., address: _Optional[str] = ..., slots: _Optional[int] = ..., pid: _Optional[int] = ..., spark_master: _Optional[str] = ..., spark_app_id: _Optional[str] = ..., job: _Optional[str] = ..., generation: _Optional[int] = ..., spark_version: _Optional[str] = ..., adopted: _Optional[bool] = ..., pgid: _Optional[int] = ..., settings: _Optional[str] = ..., last_job: _Optional[str] = ..., orphaned_s: _Optional[float] = ...) -> None: ...
 
 class WorkerTask(_message.Message):
-    __slots__ = ("assign", "compile", "execute", "cancel", "shutdown")
+    __slots__ = ("assign", "compile", "execute", "cancel", "shutdown", "welcome")
     ASSIGN_FIELD_NUMBER: _ClassVar[int]
     COMPILE_FIELD_NUMBER: _ClassVar[int]
     EXECUTE_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
     SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
+    WELCOME_FIELD_NUMBER: _ClassVar[int]
     assign: Assign
     compile: Compile
     execute: ExecuteCycle
     cancel: Cancel
     shutdown: Shutdown
-    def __init__(self, assign: _Optional[_Union[Assign, _Mapping]] = ..., compile: _Optional[_Union[Compile, _Mapping]] = ..., execute: _Optional[_Union[ExecuteCycle, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ..., shutdown: _Optional[_Union[Shutdown, _Mapping]] = ...) -> None: ...
+    welcome: Welcome
+    def __init__(self, assign: _Optional[_Union[Assign, _Mapping]] = ..., compile: _Optional[_Union[Compile, _Mapping]] = ..., execute: _Optional[_Union[ExecuteCycle, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ..., shutdown: _Optional[_Union[Shutdown, _Mapping]] = ..., welcome: _Optional[_Union[Welcome, _Mapping]] = ...) -> None: ...
+
+class Welcome(_message.Message):
+    __slots__ = ("adopted",)
+    ADOPTED_FIELD_NUMBER: _ClassVar[int]
+    adopted: bool
+    def __init__(self, adopted: _Optional[bool] = ...) -> None: ...
 
 class Assign(_message.Message):
     __slots__ = ("request_id", "job", "pipeline")
@@ -60,18 +79,22 @@ class Compile(_message.Message):
     def __init__(self, request_id: _Optional[int] = ..., pipeline: _Optional[str] = ...) -> None: ...
 
 class ExecuteCycle(_message.Message):
-    __slots__ = ("request_id", "generation", "window", "attempt", "restore")
+    __slots__ = ("request_id", "generation", "window", "attempt", "restore", "group_windows", "group_attempts")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     WINDOW_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     RESTORE_FIELD_NUMBER: _ClassVar[int]
+    GROUP_WINDOWS_FIELD_NUMBER: _ClassVar[int]
+    GROUP_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     generation: int
     window: int
     attempt: int
     restore: RestorePoint
-    def __init__(self, request_id: _Optional[int] = ..., generation: _Optional[int] = ..., window: _Optional[int] = ..., attempt: _Optional[int] = ..., restore: _Optional[_Union[RestorePoint, _Mapping]] = ...) -> None: ...
+    group_windows: _containers.RepeatedScalarFieldContainer[int]
+    group_attempts: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, request_id: _Optional[int] = ..., generation: _Optional[int] = ..., window: _Optional[int] = ..., attempt: _Optional[int] = ..., restore: _Optional[_Union[RestorePoint, _Mapping]] = ..., group_windows: _Optional[_Iterable[int]] = ..., group_attempts: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class RestorePoint(_message.Message):
     __slots__ = ("window", "snapshot_uri", "snapshot_manifest_json")
@@ -126,7 +149,7 @@ class CycleDoneRequest(_message.Message):
     def __init__(self, worker_id: _Optional[str] = ..., generation: _Optional[int] = ..., request_id: _Optional[int] = ..., result_json: _Optional[str] = ...) -> None: ...
 
 class CycleFailedRequest(_message.Message):
-    __slots__ = ("worker_id", "generation", "request_id", "error_type", "error_code", "message", "cancelled")
+    __slots__ = ("worker_id", "generation", "request_id", "error_type", "error_code", "message", "cancelled", "deterministic")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
@@ -134,6 +157,7 @@ class CycleFailedRequest(_message.Message):
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    DETERMINISTIC_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     generation: int
     request_id: int
@@ -141,7 +165,8 @@ class CycleFailedRequest(_message.Message):
     error_code: str
     message: str
     cancelled: bool
-    def __init__(self, worker_id: _Optional[str] = ..., generation: _Optional[int] = ..., request_id: _Optional[int] = ..., error_type: _Optional[str] = ..., error_code: _Optional[str] = ..., message: _Optional[str] = ..., cancelled: _Optional[bool] = ...) -> None: ...
+    deterministic: bool
+    def __init__(self, worker_id: _Optional[str] = ..., generation: _Optional[int] = ..., request_id: _Optional[int] = ..., error_type: _Optional[str] = ..., error_code: _Optional[str] = ..., message: _Optional[str] = ..., cancelled: _Optional[bool] = ..., deterministic: _Optional[bool] = ...) -> None: ...
 
 class CompileDoneRequest(_message.Message):
     __slots__ = ("worker_id", "generation", "request_id", "ok", "plan_json", "plan_version", "explain", "error_type", "error_code", "message")

@@ -1,0 +1,5 @@
+"""``python -m lockgate``: the same as the ``lockgate`` command."""
+
+from lockgate.cli.main import main
+
+raise SystemExit(main())

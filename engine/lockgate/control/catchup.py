@@ -1,0 +1,74 @@
+"""Catch-up: how many due windows the scheduler hands a worker as one group.
+
+When a job is behind (a backfill, an Airflow catch-up, ``--until-caught-up`` after a pause)
+running one round per window pays a round's fixed cost (reading the sources, a Spark job per
+state table and sink, a snapshot) for every window. A *catch-up group* runs consecutive due
+windows in one go on the worker (sources read once, state carried in memory, one snapshot at
+the group's end) and still commits every window on its own, in order, each with its own
+checkpoint row: see :meth:`lockgate.runtime.cycle.CycleRunner.run_group`.
+
+``LOCKGATE_CATCHUP`` sets the group size:
+
+- ``auto`` (default): adaptive, from 2 windows up to :data:`AUTO_MAX`, aiming at groups of
+  about :data:`TARGET_S` seconds, so a drain or a failure never waits long and progress keeps
+  moving;
+- a whole number ``N``: groups of at most ``N`` windows;
+- ``off`` (or ``1``): one window per round.
+
+A window that is due alone (a continuous job keeping up) always runs alone.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from ..errors import InvalidArgumentError
+
+#: the largest adaptive group
+AUTO_MAX = 64
+#: the first adaptive group
+AUTO_START = 4
+#: seconds an adaptive group aims at
+TARGET_S = 10.0
+
+
+@dataclass
+class GroupSizer:
+    """The size of the next catch-up group: fixed (``adaptive=False``) or adapted to how long
+    the last group's windows took."""
+
+    limit: int
+    adaptive: bool
+    size: int
+
+    @classmethod
+    def from_setting(cls, raw: str | None = None) -> GroupSizer:
+        """Parse ``LOCKGATE_CATCHUP`` (or ``raw``): ``auto``, ``off`` or a whole number."""
+        value = (os.environ.get("LOCKGATE_CATCHUP", "") if raw is None else raw).strip().lower()
+        if value in ("", "auto"):
+            return cls(AUTO_MAX, True, AUTO_START)
+        if value == "off":
+            return cls(1, False, 1)
+        try:
+            n = int(value)
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise InvalidArgumentError(
+                f"LOCKGATE_CATCHUP={raw if raw is not None else os.environ.get('LOCKGATE_CATCHUP')!r}: expected "
+                "'auto' (adaptive groups, the default), 'off', or the most windows a catch-up group may hold (1 or more)"
+            )
+        return cls(n, False, n)
+
+    def next(self, due: int) -> int:
+        """Windows the next group takes when ``due`` windows are left to run."""
+        return max(1, min(self.size, self.limit, due))
+
+    def observe(self, windows: int, seconds: float) -> None:
+        """Adapt to a group of ``windows`` that took ``seconds`` (at most doubling each time)."""
+        if not self.adaptive or windows < 1 or seconds <= 0:
+            return
+        per_window = seconds / windows
+        wanted = int(TARGET_S / per_window)
+        self.size = max(2, min(self.limit, wanted, max(self.size, windows) * 2))

@@ -1,0 +1,31 @@
+"""Which plans a catch-up group computes in one pass (no Spark: the controller asks too).
+
+A plan qualifies when every operator is *window-exact*: its output for a cycle window depends
+only on which window each record arrived in and on the clock's watermarks, never on what
+happened at the boundaries between rounds. Stateless ``select``, ``with_column``, ``filter``
+and ``union`` are; so are tumbling and sliding windowed aggregates, whose results the
+watermark closes at a cycle the clock alone names. The one-pass computation itself is
+:mod:`lockgate.runtime.catchup`.
+"""
+
+from __future__ import annotations
+
+from .logical import PipelineGraph
+
+#: operators a one-pass group carries as they are
+STATELESS = ("select", "with_column", "filter", "union", "sink")
+#: windowed aggregates a one-pass group computes for the whole group at once
+WINDOWS = ("tumbling", "sliding")
+
+
+def one_pass(graph: PipelineGraph) -> bool:
+    """Whether a catch-up group of ``graph`` can be computed in one pass."""
+    if not isinstance(graph.watermark["late"], str):
+        return False  # a late-record side sink: window by window
+    for v in graph.vertices.values():
+        if v.op == "source" or v.op in STATELESS:
+            continue
+        if v.op == "window_aggregate" and v.config["window"]["type"] in WINDOWS:
+            continue
+        return False
+    return True

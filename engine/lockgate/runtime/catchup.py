@@ -1,0 +1,160 @@
+"""A catch-up group in one pass: the DataFrames of many consecutive cycle windows built as one.
+
+Running window after window costs a round's fixed price each time (a Spark job per state table
+and sink, a snapshot, the catalog). For a plan whose every operator is *window-exact* (its
+output for a window depends only on which window each record arrived in and on the clock's
+watermarks, never on what happened at the boundaries between rounds), the whole group is one
+DataFrame computation instead:
+
+- each source's records of the group are read once and tagged with their cycle window
+  (``__lg_w``, from the slice column), and records that window's watermark makes late are
+  dropped there, exactly as the window's own round would;
+- stateless operators (``select``, ``with_column``, ``filter``, ``union``) carry the tag;
+- a tumbling or sliding windowed aggregate merges the group's records with the state's touched
+  windows in one aggregation and tags each result with the cycle whose watermark closes it:
+  the first window ``c`` with ``end(c) - lateness >= window_end``. A record that arrives after
+  that cycle is late (dropped at the head), so each result holds exactly what the window's own
+  round would have emitted. The windows still open after the group are its state delta.
+
+So a group costs one Spark job per sink and state table, whatever its size; sinks still stage
+each window's output on its own (split by the tag). :func:`one_pass` says whether a plan
+qualifies; others run one window per round (or, replaying a derived checkpoint, window by window
+in memory: :meth:`lockgate.runtime.cycle.CycleRunner.run_group`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from ..plan.logical import PipelineGraph, PipelineVertex
+from ..plan.one_pass import one_pass
+from . import aggregates as agg
+from .availability import slice_column, slices_by_arrival
+from .layered_state import LayeredState, StateDelta
+from .sources import SourceSpan
+from .windowing import WE, WS, assign, to_timestamp, window_time
+
+#: the cycle window a record arrived in, or a result is emitted in
+TAG = "__lg_w"
+
+@dataclass
+class Span:
+    """The windows ``first..last`` of one pass, and the clock that places them."""
+
+    first: int
+    last: int
+    origin_us: int
+    size_us: int
+    lateness_us: int
+    #: what each stateful table changed over the span
+    deltas: dict[str, StateDelta] = field(default_factory=dict)
+
+    def start(self, window: int) -> int:
+        return self.origin_us + window * self.size_us
+
+    @property
+    def prev_watermark_us(self) -> int:
+        """The watermark before the span's first window."""
+        return self.start(self.first) - self.lateness_us
+
+    @property
+    def watermark_us(self) -> int:
+        """The watermark after the span's last window."""
+        return self.start(self.last + 1) - self.lateness_us
+
+    def window_of(self, micros: Column) -> Column:
+        """The cycle window holding instant ``micros``."""
+        return F.floor((micros - F.lit(self.origin_us)) / F.lit(self.size_us)).cast("long")
+
+    def closes(self, window_end: Column) -> Column:
+        """The first cycle window whose watermark reaches ``window_end`` (µs)."""
+        x = window_end + F.lit(self.lateness_us - self.origin_us) - F.lit(1)
+        return F.floor(x / F.lit(self.size_us)).cast("long")
+
+
+def tagged_head(span: Span, source: SourceSpan) -> DataFrame:
+    """A source's records of the span, tagged with their cycle window, late ones dropped."""
+    cfg = source.cfg
+    if source.df is not None:
+        df = source.df
+    else:  # produced on the driver: one slice for the whole span
+        df = source.slice(span.start(span.first), span.start(span.last + 1)).df
+    df = df.withColumn(TAG, span.window_of(F.unix_micros(F.col(slice_column(cfg)))))
+    if slices_by_arrival(cfg):
+        prev_wm = F.col(TAG) * F.lit(span.size_us) + F.lit(span.origin_us - span.lateness_us)
+        df = df.filter(F.unix_micros(F.col(cfg["event_time"])) >= prev_wm)
+    return df
+
+
+def _window_aggregate(
+    span: Span, v: PipelineVertex, df: DataFrame, ts_col: str, ts_is_end: bool, state: LayeredState | None,
+    keep: Callable[[DataFrame], DataFrame],
+) -> DataFrame:
+    cfg = v.config
+    spec, keys, aggs = cfg["window"], cfg["keys"], cfg["aggs"]
+    identity = [*keys, WS, WE]
+    new = assign(df, spec, window_time(spec, ts_col, ts_is_end)).groupBy(*identity).agg(
+        *agg.partial_exprs(aggs, df.schema)
+    )
+    merged = new
+    if state is not None and not state.empty:
+        old = state.lookup(tuple(identity), new, identity)
+        merged = agg.conform(old.unionByName(new).groupBy(*identity).agg(*agg.merge_exprs(aggs)), new.schema)
+        # windows of the state that the span's watermarks close and its records did not touch
+        closing = (F.col(WE) > F.lit(span.prev_watermark_us)) & (F.col(WE) <= F.lit(span.watermark_us))
+        right = new.select(*[F.col(c).alias(f"__lg_o_{c}") for c in identity]).distinct()
+        cond = None
+        for c in identity:
+            term = F.col(c).eqNullSafe(right[f"__lg_o_{c}"])
+            cond = term if cond is None else cond & term
+        untouched = state.select(tuple(identity), closing)
+        merged = merged.unionByName(agg.conform(untouched.join(right, cond, "left_anti"), new.schema))
+    merged = keep(merged.withColumn(TAG, F.greatest(span.closes(F.col(WE)), F.lit(span.first))))
+    span.deltas[f"{v.id}.main"] = StateDelta(
+        merged.filter(F.col(TAG) > F.lit(span.last)).drop(TAG), tuple(identity), expire_below=(WE, span.watermark_us + 1)
+    )
+    return merged.filter(F.col(TAG) <= F.lit(span.last)).select(
+        to_timestamp(WS).alias("window_start"),
+        to_timestamp(WE).alias("window_end"),
+        *keys,
+        *agg.final_exprs(aggs),
+        TAG,
+    )
+
+
+def translate_span(
+    span: Span,
+    graph: PipelineGraph,
+    v: PipelineVertex,
+    inputs: list[DataFrame],
+    state: Mapping[str, LayeredState],
+    keep: Callable[[DataFrame], DataFrame],
+) -> DataFrame:
+    """The tagged output of vertex ``v`` over the whole span (``one_pass`` plans only)."""
+    cfg = v.config
+    df = inputs[0] if inputs else None
+    if v.op == "select":
+        exprs = cfg["exprs"]
+        return df.selectExpr(*exprs) if "*" in exprs else df.selectExpr(*exprs, TAG)
+    if v.op == "with_column":
+        return df.withColumn(cfg["column"], F.expr(cfg["expr"]))
+    if v.op == "filter":
+        return df.filter(F.expr(cfg["condition"]))
+    if v.op == "union":
+        out = inputs[0]
+        for other in inputs[1:]:
+            out = out.unionByName(other)
+        return out
+    if v.op == "window_aggregate":
+        up = graph.vertices[graph.inputs(v.id)[0].source]
+        return _window_aggregate(span, v, df, up.event_time or "", up.event_time_is_end, state.get(f"{v.id}.main"), keep)
+    if v.op == "sink":
+        return df
+    raise ValueError(f"operator {v.id}: {v.op!r} has no one-pass form")
+
+
+__all__ = ["TAG", "Span", "one_pass", "tagged_head", "translate_span"]

@@ -1,0 +1,191 @@
+"""Keyed state as layers on Spark: read a table's live rows from its base and deltas, and
+describe what a round changed (:class:`StateDelta`).
+
+A stateful operator never reads or rewrites its whole state. It asks :class:`LayeredState`
+for the rows of the keys its window touched (:meth:`LayeredState.lookup`: every layer is
+semi-joined with the window's keys, broadcast, before the layers are merged) or for the rows
+a predicate selects (:meth:`LayeredState.select`: the windows the watermark closes now), and
+hands back a :class:`StateDelta`: the rows it changed, tombstones for the rows it removed,
+and the new expiry horizon. The round writes only that delta; compaction
+(:mod:`lockgate.runtime.snapshot_writer`) folds deltas into a new base now and then.
+
+Merging layers: for a table with an identity (the columns that name one row: the key, plus
+the window for windowed state), the newest layer holding an identity wins, and a tombstone
+there hides it; an append-only table (join buffers) is the union of its layers. Rows below
+the table's horizon are gone in every layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import BooleanType, StructField, StructType
+
+#: the tombstone flag of a delta's rows (true: the identity was removed)
+DELETED = "__lg_del"
+_RANK = "__lg_rank"
+
+
+@dataclass
+class StateDelta:
+    """What one round changed in one state table.
+
+    ``upserts`` are the table's new or replaced rows (the state's full columns); ``deletes``
+    the identity columns of rows removed (tombstones; None: none); ``identity`` the columns
+    that name one row (``None``: an append-only table whose rows are never replaced; ``()``:
+    a table of one row); ``expire_below``: ``(column, bound)``, rows whose column is below
+    the bound are gone from now on (None: nothing expires).
+    """
+
+    upserts: DataFrame
+    identity: tuple[str, ...] | None
+    deletes: DataFrame | None = None
+    expire_below: tuple[str, int] | None = None
+
+
+def delta_rows(delta: StateDelta) -> DataFrame:
+    """The rows of a delta layer: the upserts, then a tombstone per deleted identity."""
+    out = delta.upserts.withColumn(DELETED, F.lit(False))
+    if delta.deletes is not None:
+        out = out.unionByName(delta.deletes.withColumn(DELETED, F.lit(True)), allowMissingColumns=True)
+    return out
+
+
+def _null_safe_semi(df: DataFrame, keys: DataFrame, on: list[str]) -> DataFrame:
+    """Rows of ``df`` whose ``on`` columns match a row of ``keys`` (nulls match nulls),
+    ``keys`` broadcast: a round's keys are few next to the state."""
+    if not on:
+        return df
+    right = F.broadcast(keys.select(*[F.col(c).alias(f"__lg_k_{c}") for c in on]).distinct())
+    cond = None
+    for c in on:
+        term = df[c].eqNullSafe(right[f"__lg_k_{c}"])
+        cond = term if cond is None else cond & term
+    return df.join(right, cond, "left_semi")
+
+
+class LayeredState:
+    """One state table at the restore point: its layer folders (oldest first), read lazily.
+
+    ``frames`` may add in-memory layers on top (a round's own delta, before it is written),
+    which is how compaction merges what is on disk with what the round changed.
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        schema: StructType,
+        layers: list[tuple[str, bool]],
+        horizon: tuple[str, int] | None,
+        rows: int = 0,
+    ):
+        self.spark = spark
+        self.schema = schema
+        #: (operator folder URI, is a delta) of every layer, oldest first
+        self.layers = layers
+        self.horizon = horizon
+        #: rows the layers hold (an upper bound of the live rows)
+        self.rows = rows
+        self._extra: list[DataFrame] = []
+
+    @property
+    def empty(self) -> bool:
+        return not self.layers and not self._extra
+
+    @property
+    def in_memory(self) -> int:
+        """Layers held in memory on top of the files (a catch-up group's deltas)."""
+        return len(self._extra)
+
+    def with_delta(self, delta: StateDelta, keep: Callable[[DataFrame], DataFrame] | None = None) -> LayeredState:
+        """This state with ``delta`` as its newest layer and its horizon (not yet written);
+        ``keep`` persists the layer when later rounds read it."""
+        out = LayeredState(self.spark, self.schema, self.layers, delta.expire_below or self.horizon, self.rows)
+        rows = delta_rows(delta)
+        out._extra = [*self._extra, rows if keep is None else keep(rows)]
+        return out
+
+    def collapsed(self, identity: tuple[str, ...] | None, persist: Callable[[DataFrame], DataFrame]) -> LayeredState:
+        """This state with its in-memory layers merged into one, kept with ``persist``.
+
+        A catch-up group stacks each window's delta in memory; merging them after every
+        window keeps what the next window reads at the files plus one layer, however long
+        the group is.
+        """
+        if not self._extra:
+            return self
+        memory = LayeredState(self.spark, self.schema, [], self.horizon)
+        memory._extra = self._extra
+        merged = memory._merge(memory._frames(None, None, []), identity, keep_tombstones=True)
+        out = LayeredState(self.spark, self.schema, self.layers, self.horizon, self.rows)
+        out._extra = [persist(merged.select(*[f.name for f in self.schema.fields], DELETED))]
+        return out
+
+    def memory_delta(self, identity: tuple[str, ...] | None) -> StateDelta | None:
+        """The in-memory layers (collapsed into one) as a :class:`StateDelta` on the files
+        (None: nothing in memory): what a catch-up group changed, written once at its end."""
+        if not self._extra:
+            return None
+        layer = self._extra[0] if len(self._extra) == 1 else self.collapsed(identity, lambda df: df)._extra[0]
+        columns = [f.name for f in self.schema.fields]
+        upserts = layer.filter(~F.col(DELETED)).select(*columns)
+        deletes = layer.filter(F.col(DELETED)).select(*identity) if identity else None
+        return StateDelta(upserts, identity, deletes, self.horizon)
+
+    def _frames(self, where: Column | None, keys: DataFrame | None, on: list[str]) -> list[DataFrame]:
+        with_flag = StructType([*self.schema.fields, StructField(DELETED, BooleanType(), True)])
+        frames = []
+        for uri, is_delta in self.layers:
+            if is_delta:
+                frames.append(self.spark.read.schema(with_flag).parquet(uri))
+            else:
+                frames.append(self.spark.read.schema(self.schema).parquet(uri).withColumn(DELETED, F.lit(False)))
+        frames += self._extra
+        out = []
+        for rank, df in enumerate(frames):
+            if self.horizon is not None:
+                df = df.filter(F.col(self.horizon[0]) >= F.lit(self.horizon[1]))
+            if where is not None:
+                df = df.filter(where)
+            if keys is not None:
+                df = _null_safe_semi(df, keys, on)
+            out.append(df.withColumn(_RANK, F.lit(rank)))
+        return out
+
+    def _merge(self, frames: list[DataFrame], identity: tuple[str, ...] | None, keep_tombstones: bool) -> DataFrame:
+        columns = [f.name for f in self.schema.fields]
+        if not frames:
+            return self.spark.createDataFrame([], self.schema)
+        union = frames[0]
+        for df in frames[1:]:
+            union = union.unionByName(df)
+        lone_base = len(self.layers) == 1 and not self.layers[0][1] and not self._extra
+        if identity is None or lone_base:
+            # append-only, or one base (no duplicate identities, no tombstones): nothing to merge
+            return union.drop(_RANK) if keep_tombstones else union.filter(~F.col(DELETED)).select(*columns)
+        order = Window.partitionBy(*identity) if identity else Window.partitionBy(F.lit(0))
+        newest = F.row_number().over(order.orderBy(F.col(_RANK).desc(), F.col(DELETED).asc()))
+        latest = union.withColumn("__lg_n", newest).filter(F.col("__lg_n") == 1).drop("__lg_n", _RANK)
+        return latest if keep_tombstones else latest.filter(~F.col(DELETED)).select(*columns)
+
+    def select(self, identity: tuple[str, ...] | None, where: Column | None = None) -> DataFrame:
+        """The live rows (all of them, or those ``where`` selects; its columns must be part
+        of ``identity`` so that a newer layer's row of the same identity is filtered alike)."""
+        return self._merge(self._frames(where, None, []), identity, keep_tombstones=False)
+
+    def lookup(self, identity: tuple[str, ...] | None, keys: DataFrame, on: list[str]) -> DataFrame:
+        """The live rows whose ``on`` columns (a prefix of the identity) match a row of ``keys``."""
+        return self._merge(self._frames(None, keys, on), identity, keep_tombstones=False)
+
+    def folded(self, identity: tuple[str, ...] | None, deltas_only: bool) -> DataFrame:
+        """Every layer merged into one: a new base (``deltas_only=False``: live rows only) or
+        one delta standing for all the deltas (tombstones kept: the base may hold them)."""
+        if deltas_only:
+            kept = LayeredState(self.spark, self.schema, [lay for lay in self.layers if lay[1]], self.horizon)
+            kept._extra = self._extra
+            merged = kept._merge(kept._frames(None, None, []), identity, keep_tombstones=True)
+            return merged.select(*[f.name for f in self.schema.fields], DELETED)
+        return self._merge(self._frames(None, None, []), identity, keep_tombstones=False)

@@ -1,0 +1,203 @@
+"""Catch-up groups: several due windows run by the worker in one go, each still committed on
+its own with its own checkpoint row.
+
+The same pipeline (a tumbling aggregate, a deduplication with ``within``, a running
+aggregate) runs over the same Nexmark bids one window per round (``LOCKGATE_CATCHUP=off``)
+and in groups of three; every sink and the state at the last window must be the same (the
+operator tests check the grouped default against pandas references). Inside a group the
+checkpoints are derived: restoring to one replays the group's windows with sinks muted, and
+the run that follows writes exactly what an uninterrupted run wrote.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import lockgate as lg
+from lockgate.control.catchup import AUTO_MAX, GroupSizer
+from lockgate.errors import InvalidArgumentError, StateNotFoundError
+
+T0_ISO = "2026-01-01T00:00:00"
+W0 = 1767225600 // 10
+LAST = W0 + 8
+SINKS = ("per_auction", "first_bids", "totals")
+
+
+def catchup_pipeline() -> lg.Pipeline:
+    p = lg.Pipeline("catchup", cycle_window=timedelta(seconds=10), parallelism=2)
+    bids = p.source(lg.NexmarkSource("bid", start=T0_ISO, events_per_second=40, seed=5), name="bids")
+    (
+        bids.key_by("auction").window(lg.Tumbling(timedelta(seconds=20)))
+        .aggregate(n=lg.count(), top=lg.max("price"), name="per_auction")
+        .sink(lg.CollectSink("per_auction"), name="per_auction_out")
+    )
+    (
+        bids.key_by("bidder").deduplicate(within=timedelta(seconds=25), name="first_bids")
+        .sink(lg.CollectSink("first_bids"), name="first_bids_out")
+    )
+    (
+        bids.key_by("bidder").aggregate(n=lg.count(), spent=lg.sum("price"), name="totals")
+        .sink(lg.CollectSink("totals"), name="totals_out")
+    )
+    return p
+
+
+REF = f"{__file__}:catchup_pipeline"
+
+
+def _rows(table: pa.Table) -> list[tuple]:
+    cols = sorted(table.column_names)
+    return sorted(tuple(row[c] for c in cols) for row in table.select(cols).to_pylist())
+
+
+def _outputs(client, job: str) -> dict[str, list[tuple]]:
+    return {s: _rows(client.read_sink(job, s)) for s in SINKS}
+
+
+# -- the group size setting ------------------------------------------------------------------
+def test_group_sizer_parses_the_setting_and_refuses_nonsense():
+    auto = GroupSizer.from_setting("auto")
+    assert auto.adaptive and auto.next(1) == 1 and auto.next(100) == auto.size
+    assert GroupSizer.from_setting("off").next(50) == 1
+    fixed = GroupSizer.from_setting("5")
+    assert (fixed.next(3), fixed.next(50)) == (3, 5)
+    fixed.observe(5, 100.0)
+    assert fixed.next(50) == 5  # a fixed size does not adapt
+    for bad in ("0", "-2", "many"):
+        with pytest.raises(InvalidArgumentError, match="LOCKGATE_CATCHUP"):
+            GroupSizer.from_setting(bad)
+
+
+def test_adaptive_groups_grow_while_windows_are_cheap_and_shrink_when_slow():
+    sizer = GroupSizer.from_setting("auto")
+    start = sizer.size
+    sizer.observe(start, 0.1 * start)  # 0.1 s a window: grows, at most doubling
+    assert sizer.size == 2 * start
+    for _ in range(10):
+        sizer.observe(sizer.size, 0.01 * sizer.size)
+    assert sizer.size == AUTO_MAX
+    sizer.observe(sizer.size, 5.0 * sizer.size)  # 5 s a window: two windows a group
+    assert sizer.size == 2
+
+
+# -- grouped runs against one window per round ----------------------------------------------
+@pytest.fixture(scope="module")
+def runs(spark, tmp_path_factory):
+    """The pipeline run one window per round and in groups of three (deltas folded often)."""
+    mp = pytest.MonkeyPatch()
+    homes = {mode: Path(tmp_path_factory.mktemp(f"catchup_{mode}")) for mode in ("off", "3")}
+    clients = {}
+    try:
+        for mode, home in homes.items():
+            mp.setenv("LOCKGATE_CATCHUP", mode)
+            mp.setenv("LOCKGATE_STATE_MAX_DELTAS", "1")
+            client = lg.connect("embedded", home=str(home))
+            client.run(REF, first=W0, last=LAST)
+            clients[mode] = client
+        mp.setenv("LOCKGATE_CATCHUP", "3")
+        yield clients
+    finally:
+        mp.undo()
+        for client in clients.values():
+            client.close()
+
+
+def test_a_grouped_run_writes_what_one_window_per_round_writes(runs):
+    single, grouped = _outputs(runs["off"], "catchup"), _outputs(runs["3"], "catchup")
+    assert all(single[s] for s in SINKS)
+    assert grouped == single
+
+
+def test_each_window_of_a_group_has_its_own_checkpoint_and_only_the_last_a_snapshot(runs):
+    grouped = {cp.window: cp for cp in runs["3"].list_checkpoints("catchup")}
+    single = {cp.window: cp for cp in runs["off"].list_checkpoints("catchup")}
+    assert sorted(grouped) == sorted(single) == list(range(LAST - 9 + 1, LAST + 1))
+    stored = sorted(w for w, cp in grouped.items() if cp.snapshot_uri)
+    assert stored == [W0 + 2, W0 + 5, W0 + 8]  # groups [0..2], [3..5], [6..8]
+    assert all(cp.snapshot_uri for cp in single.values())
+    assert [grouped[w].rows_in for w in sorted(grouped)] == [single[w].rows_in for w in sorted(single)]
+
+
+def test_the_state_after_a_group_is_the_state_after_its_windows_one_by_one(runs):
+    for op in ("per_auction", "first_bids", "totals"):
+        want = runs["off"].read_state("catchup", op, window=LAST)
+        got = runs["3"].read_state("catchup", op, window=LAST)
+        assert got.num_rows == want.num_rows > 0
+        assert _rows(got) == _rows(want)
+
+
+def test_a_derived_checkpoint_says_its_state_is_replayed_not_stored(runs):
+    with pytest.raises(StateNotFoundError, match=r"derived .*replaying"):
+        runs["3"].read_state("catchup", "totals", window=W0 + 4)
+
+
+def test_restore_to_a_window_inside_a_group_replays_it_and_runs_on_exactly_once(runs):
+    client = runs["3"]
+    client.restore("catchup", W0 + 4)  # derived: windows 3 and 4 replayed on the snapshot of 2's fold
+    assert max(cp.window for cp in client.list_checkpoints("catchup")) == W0 + 4
+    client.run(REF, first=W0 + 5, last=LAST)
+    assert _outputs(client, "catchup") == _outputs(runs["off"], "catchup")
+    for op in ("per_auction", "first_bids", "totals"):
+        assert _rows(client.read_state("catchup", op, window=LAST)) == _rows(
+            runs["off"].read_state("catchup", op, window=LAST))
+
+
+def test_restore_to_a_stored_window_before_a_fold_runs_on_exactly_once(runs):
+    client = runs["3"]
+    stored = sorted(cp.window for cp in client.list_checkpoints("catchup") if cp.snapshot_uri)
+    target = stored[0]
+    client.restore("catchup", target)
+    client.run(REF, first=target + 1, last=LAST)
+    assert _outputs(client, "catchup") == _outputs(runs["off"], "catchup")
+
+
+# -- the one-pass form (window-exact plans) ------------------------------------------------------
+def one_pass_pipeline() -> lg.Pipeline:
+    p = lg.Pipeline("onepass", cycle_window=timedelta(seconds=10), parallelism=2)
+    bids = p.source(lg.NexmarkSource("bid", start=T0_ISO, events_per_second=40, seed=9), name="bids")
+    cheap = bids.filter("price < 5000000", name="cheap").with_column("band", "price % 3", name="banded")
+    cheap.select("auction", "bidder", "band", "date_time", name="q1").sink(lg.CollectSink("q1"), name="q1_out")
+    (
+        cheap.key_by("band").window(lg.Tumbling(timedelta(seconds=20)))
+        .aggregate(n=lg.count(), top=lg.max("price"), name="per_band")
+        .sink(lg.CollectSink("per_band"), name="per_band_out")
+    )
+    (
+        bids.key_by("auction").window(lg.Sliding(timedelta(seconds=20), timedelta(seconds=10)))
+        .aggregate(n=lg.count(), name="sliding")
+        .sink(lg.CollectSink("sliding"), name="sliding_out")
+    )
+    return p
+
+
+ONE_PASS_SINKS = ("q1", "per_band", "sliding")
+
+
+def test_a_window_exact_plan_runs_its_groups_in_one_pass_and_writes_the_same(spark, tmp_path, monkeypatch):
+    from lockgate.plan.one_pass import one_pass
+    from lockgate.runtime.compiler import compile_pipeline
+
+    ref = f"{__file__}:one_pass_pipeline"
+    assert one_pass(compile_pipeline(one_pass_pipeline(), spark).graph)
+    assert not one_pass(compile_pipeline(catchup_pipeline(), spark).graph)
+    outputs, states = {}, {}
+    for mode in ("off", "4"):
+        monkeypatch.setenv("LOCKGATE_CATCHUP", mode)
+        with lg.connect("embedded", home=str(tmp_path / mode)) as client:
+            client.run(ref, first=W0, last=LAST)
+            outputs[mode] = {s: _rows(client.read_sink("onepass", s)) for s in ONE_PASS_SINKS}
+            states[mode] = _rows(client.read_state("onepass", "per_band", window=LAST))
+            if mode == "4":
+                stored = sorted(cp.window for cp in client.list_checkpoints("onepass") if cp.snapshot_uri)
+                assert stored == [W0 + 3, W0 + 7, W0 + 8]
+                client.restore("onepass", W0 + 5)  # derived: windows 4 and 5 replayed in one pass
+                client.run(ref, first=W0 + 6, last=LAST)
+                replayed = {s: _rows(client.read_sink("onepass", s)) for s in ONE_PASS_SINKS}
+                assert replayed == outputs["4"]
+    assert all(outputs["off"][s] for s in ONE_PASS_SINKS)
+    assert outputs["4"] == outputs["off"]
+    assert states["4"] == states["off"]
