@@ -271,7 +271,7 @@ MAX_REQUEST_BYTES = 4 * 1024 * 1024
 #: threads of the client-facing server beyond --max-streams: unary calls never wait for streams
 UNARY_THREADS = 32
 #: a Unix socket path longer than this does not fit sockaddr_un on every system
-MAX_SOCKET_PATH = 100
+MAX_SOCKET_PATH = 107  # Linux's sun_path holds 108 bytes with the closing NUL
 _KEEPALIVE = [
     ("grpc.keepalive_time_ms", 10_000),
     ("grpc.keepalive_timeout_ms", 5_000),

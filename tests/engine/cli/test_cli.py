@@ -86,8 +86,14 @@ def test_run_jobs_checkpoints_restore_and_gap(setup):
     # the windowed aggregate's keyed state at the latest checkpoint: its 10 s windows close
     # with each 10 s cycle, so none is open; the columns come from the plan
     assert json.loads(lockgate(home, "--json", "state", "cli_demo").stdout) == []
-    text = lockgate(home, "state", "cli_demo", "--window", str(first + 2)).stdout
+    text = lockgate(home, "state", "cli_demo", "--window", str(first + 3)).stdout
     assert text.splitlines() == ["AUCTION  WINDOW_START  WINDOW_END  N  TOP", "0 rows"]
+    # the rerun was one catch-up group (first+1..first+3): the checkpoints inside it are derived,
+    # restorable by replay but holding no state of their own to read
+    derived = lockgate(home, "state", "cli_demo", "--window", str(first + 2), check=False)
+    assert derived.returncode == 2 and "Traceback" not in derived.stderr
+    assert f"the checkpoint of window {first + 2} is derived" in derived.stderr
+    assert f"Read the window before the group ({first})" in derived.stderr
     nope = lockgate(home, "state", "cli_demo", "--operator", "nope", check=False)
     assert nope.returncode == 2 and nope.stderr.strip() == (
         "lockgate: error: job 'cli_demo' has no stateful operator 'nope' at window "

@@ -43,6 +43,13 @@ bids = pipeline.source(
 '''
 
 
+@pytest.fixture(autouse=True)
+def one_window_per_round(monkeypatch):
+    """These tests watch how each single round stages its output; a catch-up group (several
+    windows in one Spark job) stages differently by design, so it is off here."""
+    monkeypatch.setenv("LOCKGATE_CATCHUP", "off")
+
+
 def _run(tmp_path, name: str) -> str:
     out = tmp_path / name / "out"
     path = tmp_path / name / "paths.py"

@@ -3,8 +3,11 @@ refused on every call and nothing changes), TLS, and the health service."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import grpc
 import pytest
@@ -76,8 +79,18 @@ def test_no_token_means_loopback_only(tmp_path):
         assert f"refusing to bind {host}" in proc.stderr and "loopback" in proc.stderr, proc.stderr
 
 
-def test_wrong_or_missing_token_is_refused_and_nothing_changes(tmp_path, make_controller):
-    home = tmp_path / "auth" / "home"
+@pytest.fixture
+def short_root():
+    """A short folder for the controller's home: its worker socket lives under the home, and a Unix
+    socket path has at most 107 bytes (pytest's own tmp_path can be longer on CI)."""
+    root = Path(tempfile.mkdtemp(prefix="lg-auth-"))
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_wrong_or_missing_token_is_refused_and_nothing_changes(tmp_path, short_root, make_controller):
+    root = short_root
+    home = root / "home"
     url = f"sqlite:///{home / 'catalog.db'}"
     home.mkdir(parents=True)
     cat = Catalog(url)
@@ -85,7 +98,8 @@ def test_wrong_or_missing_token_is_refused_and_nothing_changes(tmp_path, make_co
     cat.close()
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN + "\n")
-    ctl = make_controller("auth", args=("--standby-workers", "0", "--token-file", str(token_file))).start()
+    ctl = make_controller("auth", root=root,
+                          args=("--standby-workers", "0", "--token-file", str(token_file))).start()
     before = _snapshot(url)
 
     channel = grpc.insecure_channel(f"127.0.0.1:{ctl.port}")
