@@ -814,6 +814,7 @@ class ControllerFaults:
         (``controller``), at a random instant of a round; time to the next committed window."""
         if self.wl is None:
             self._new()
+        pid = None
         while True:  # a round under way, after a window committed since the last fault
             wait_for(self._ready, RUN_TIMEOUT_S, "a committed window far enough from the end", every=0.2)
             wl = self.wl
@@ -821,12 +822,18 @@ class ControllerFaults:
             since = wl.last_complete()
             wait_for(lambda wl=wl, since=since: wl.last_complete() != since or wl.state() == "FINISHED", RUN_TIMEOUT_S,
                      "a window committed since the last fault")
-            if wl.state() != "FINISHED":
+            if wl.state() == "FINISHED":
+                continue
+            time.sleep(self.rng.uniform(0.0, 1.5))
+            done = wl.last_complete()
+            if kind != "worker":
                 break
-        time.sleep(self.rng.uniform(0.0, 1.5))
-        done = wl.last_complete()
-        if kind == "worker":
-            pid = wait_for(self._busy_worker, 60, "the job's worker", every=0.2)
+            # a catch-up group may take the job's last windows at once: then the next job's worker
+            pid = wait_for(self._busy_worker, 60, "the job's worker", every=0.2,
+                           unless=lambda wl=wl: wl.state() == "FINISHED")
+            if pid is not None:
+                break
+        if pid is not None:
             t_kill = time.time()
             os.kill(pid, signal.SIGKILL)
         else:

@@ -48,7 +48,14 @@ class Sliding:
 
 @dataclass(frozen=True)
 class Session:
-    """Per-key session windows closed after ``gap`` of inactivity; a session may span many cycles."""
+    """Per-key session windows closed after ``gap`` of inactivity; a session may span many cycles.
+
+    A record at ``t`` makes the session ``[t, t + gap)``; sessions of a key that overlap or
+    touch merge (a record exactly ``gap`` after the last one joins its session), as in Spark's
+    ``session_window``. A session is emitted once the watermark is past its end.
+
+    >>> Session(timedelta(seconds=10))
+    """
 
     gap: timedelta
     on: str | None = None

@@ -100,7 +100,9 @@ def _session_aggregate(ctx: CycleContext, op: str, cfg: dict[str, Any], df: Data
         spans = old.unionByName(points)
     order = Window.partitionBy(*keys).orderBy(WS, WE)
     prev_end = F.max(WE).over(order.rowsBetween(Window.unboundedPreceding, -1))
-    starts_new = F.when(prev_end.isNull() | (F.col(WS) >= prev_end), 1).otherwise(0)
+    # sessions that touch merge (a record exactly ``gap`` after the last one joins its session),
+    # as Spark's session_window and Flink's merging windows do
+    starts_new = F.when(prev_end.isNull() | (F.col(WS) > prev_end), 1).otherwise(0)
     session_id = F.sum("__new").over(order.rowsBetween(Window.unboundedPreceding, 0))
     merged = (
         spans.withColumn("__new", starts_new)
@@ -111,14 +113,17 @@ def _session_aggregate(ctx: CycleContext, op: str, cfg: dict[str, Any], df: Data
     )
     merged = agg.conform(merged, points.schema)
     merged = ctx.cache(merged)
+    # a session closes once the watermark passes its end: one ending exactly at the watermark
+    # stays open, since a record at the watermark is on time and touches it
     wm = F.lit(ctx.watermark_us)
     # the touched keys' old sessions are replaced by the merged ones (a tombstone each; an
     # upsert of the same session in the same delta wins over its tombstone)
     deletes = old.select(*identity) if old is not None else None
-    ctx.set_state(op, StateDelta(merged.filter(F.col(WE) > wm), identity, deletes, _closed_gone(ctx)))
-    closed = merged.filter(F.col(WE) <= wm)
+    ctx.set_state(op, StateDelta(merged.filter(F.col(WE) >= wm), identity, deletes, (WE, ctx.watermark_us)))
+    closed = merged.filter(F.col(WE) < wm)
     if state is not None:
-        closed = closed.unionByName(_anti(state.select(identity, _closing(ctx)), points, keys))
+        closing = (F.col(WE) >= F.lit(ctx.prev_watermark_us)) & (F.col(WE) < wm)
+        closed = closed.unionByName(_anti(state.select(identity, closing), points, keys))
     return closed.select(
         to_timestamp(WS).alias("window_start"),
         to_timestamp(WE).alias("window_end"),

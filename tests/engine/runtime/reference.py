@@ -100,6 +100,12 @@ def emit_cycle(end_us: int | np.ndarray, lateness_us: int = 0) -> Any:
     return -(-(np.asarray(end_us) + lateness_us) // CYCLE_US) - 1
 
 
+def session_emit_cycle(end_us: int | np.ndarray, lateness_us: int = 0) -> Any:
+    """The cycle window whose watermark first passes a session's end: ``(W + 1) * C - L > end``
+    (a session ending exactly at the watermark stays open for a record at the watermark)."""
+    return (np.asarray(end_us) + lateness_us) // CYCLE_US
+
+
 def tumbling(df: pd.DataFrame, size_us: int, ts: str = "ts_us") -> pd.DataFrame:
     out = df.copy()
     out["window_start"] = out[ts] - out[ts] % size_us
@@ -120,13 +126,13 @@ def sliding(df: pd.DataFrame, size_us: int, slide_us: int, ts: str = "ts_us") ->
 
 def sessions(df: pd.DataFrame, keys: list[str], gap_us: int, ts: str = "ts_us") -> pd.DataFrame:
     """Per key, sorted by time: a new session starts when the gap since the previous record
-    is >= ``gap``; a session is ``[first, last + gap)``."""
+    is more than ``gap`` (touching sessions merge); a session is ``[first, last + gap)``."""
     out = df.sort_values([*keys, ts], kind="stable").reset_index(drop=True)
     key_change = pd.Series(False, index=out.index)
     for k in keys:
         prev = out[k].shift()
         key_change |= ~((out[k] == prev) | (out[k].isna() & prev.isna()))
-    new = key_change | (out[ts] - out[ts].shift() >= gap_us)
+    new = key_change | (out[ts] - out[ts].shift() > gap_us)
     out["__sid"] = new.cumsum()
     bounds = out.groupby("__sid")[ts].agg(["min", "max"])
     out["window_start"] = out["__sid"].map(bounds["min"])
