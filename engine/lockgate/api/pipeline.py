@@ -293,7 +293,7 @@ class Stream:
 
 
 class WindowedStream:
-    """A keyed stream assigned to windows; call :meth:`aggregate`."""
+    """A keyed stream assigned to windows; call :meth:`aggregate` or :meth:`top_n`."""
 
     def __init__(self, stream: Stream, spec: WindowSpec):
         self.stream = stream
@@ -309,6 +309,41 @@ class WindowedStream:
             "aggs": {k: a.to_config() for k, a in aggs.items()},
         }
         return self.stream._then("window_aggregate", config, name)
+
+    def top_n(
+        self,
+        n: int,
+        by: str | list[str],
+        ascending: bool = False,
+        rank: str = "rank",
+        name: str | None = None,
+    ) -> Stream:
+        """The ``n`` first records per key and window ordered by ``by`` (largest first unless
+        ``ascending``), emitted once the watermark passes the window's end as
+        ``window_start, window_end, <the record's columns>, rank`` (``rank`` 1..n). Ties are
+        broken by the other columns, ascending, so replays rank alike. The state keeps at
+        most ``n`` rows per key and window. ``top_n(1, by=ts)`` is the latest record per key.
+
+        Tumbling and sliding windows only (a session's records are not known until it closes).
+
+        >>> bids.key_by("auction").window(lg.Tumbling(timedelta(seconds=10))).top_n(3, by="price")
+        """
+        if isinstance(self.spec, Session):
+            raise ValueError("top_n() takes a Tumbling or Sliding window, not a Session window")
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise ValueError(f"top_n() needs n >= 1, got {n!r}")
+        cols = [by] if isinstance(by, str) else list(by)
+        if not cols:
+            raise ValueError("top_n() needs the column(s) to order by, e.g. by='price'")
+        config = {
+            "keys": list(self.stream.keys or ()),
+            "window": self.spec.to_config(),
+            "n": n,
+            "by": cols,
+            "ascending": bool(ascending),
+            "rank": rank,
+        }
+        return self.stream._then("window_top_n", config, name)
 
 
 def _check_aggs(aggs: dict[str, Aggregate]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from typing import Any
 
 from .compile import CompiledPlan
 from .logical import Partitioning, PipelineVertex
@@ -36,16 +37,12 @@ def _describe(v: PipelineVertex) -> str:
         aggs = ", ".join(
             f"{k}={a['kind']}({a['column'] or ''})" for k, a in c["aggs"].items()
         )
-        w = c.get("window")
-        win = ""
-        if w:
-            if w["type"] == "session":
-                win = f"session(gap {timedelta(microseconds=w['gap_us'])}) "
-            elif w["type"] == "sliding":
-                win = f"sliding({timedelta(microseconds=w['size_us'])} every {timedelta(microseconds=w['slide_us'])}) "
-            else:
-                win = f"tumbling({timedelta(microseconds=w['size_us'])}) "
+        win = _window_text(c["window"]) if c.get("window") else ""
         return f"{win}aggregate by [{', '.join(c['keys'])}]: {aggs}"
+    if v.op == "window_top_n":
+        order = "ascending" if c["ascending"] else "descending"
+        return (f"{_window_text(c['window'])}top {c['n']} by [{', '.join(c['by'])}] {order} per "
+                f"[{', '.join(c['keys'])}] as {c['rank']}")
     if v.op == "deduplicate":
         within = f" within {timedelta(microseconds=c['within_us'])}" if c.get("within_us") else ""
         return f"deduplicate by [{', '.join(c['keys'])}]{within}"
@@ -53,6 +50,15 @@ def _describe(v: PipelineVertex) -> str:
         size = timedelta(microseconds=c["window"]["size_us"])
         return f"join on {c['left_on']} = {c['right_on']} in tumbling({size})"
     return v.op
+
+
+def _window_text(w: dict[str, Any]) -> str:
+    """A windowed operator's window, as ``explain`` prints it (with a trailing space)."""
+    if w["type"] == "session":
+        return f"session(gap {timedelta(microseconds=w['gap_us'])}) "
+    if w["type"] == "sliding":
+        return f"sliding({timedelta(microseconds=w['size_us'])} every {timedelta(microseconds=w['slide_us'])}) "
+    return f"tumbling({timedelta(microseconds=w['size_us'])}) "
 
 
 def _physical(plan: CompiledPlan) -> list[str]:

@@ -40,6 +40,7 @@ OP_KINDS: dict[str, OperatorKind] = {
     "map_batches": OperatorKind.ONE_INPUT,
     "sql": OperatorKind.ONE_INPUT,
     "window_aggregate": OperatorKind.ONE_INPUT,
+    "window_top_n": OperatorKind.ONE_INPUT,
     "running_aggregate": OperatorKind.ONE_INPUT,
     "deduplicate": OperatorKind.ONE_INPUT,
     "join": OperatorKind.TWO_INPUT,
@@ -48,7 +49,7 @@ OP_KINDS: dict[str, OperatorKind] = {
 }
 
 #: operators that keep keyed state between cycles
-STATEFUL_OPS = frozenset({"window_aggregate", "running_aggregate", "deduplicate", "join"})
+STATEFUL_OPS = frozenset({"window_aggregate", "window_top_n", "running_aggregate", "deduplicate", "join"})
 
 
 @dataclass

@@ -124,7 +124,10 @@ def _validate_inputs(graph: PipelineGraph, v: PipelineVertex, in_schemas: list[S
         for name, a in cfg.get("aggs", {}).items():
             if a["column"]:
                 _check_columns(v, s, [a["column"]], f"aggregate '{name}'", "aggregate a column the stream has")
-    if v.op in ("window_aggregate", "join"):
+    if v.op == "window_top_n":
+        _check_columns(v, in_schemas[0], cfg["keys"], "key", "key_by a column the stream has")
+        _check_columns(v, in_schemas[0], cfg["by"], "top_n order", "order by a column the stream has")
+    if v.op in ("window_aggregate", "window_top_n", "join"):
         spec = cfg["window"]
         for u, s in zip(up, in_schemas, strict=False):
             col = spec.get("on") or u.event_time
@@ -184,7 +187,7 @@ def _validate_inputs(graph: PipelineGraph, v: PipelineVertex, in_schemas: list[S
 
 
 def _propagate_event_time(graph: PipelineGraph, v: PipelineVertex, schema: StructType) -> None:
-    if v.op in ("window_aggregate", "join"):
+    if v.op in ("window_aggregate", "window_top_n", "join"):
         v.event_time, v.event_time_is_end = "window_end", True
         return
     if v.op == "running_aggregate":

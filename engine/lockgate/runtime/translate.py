@@ -21,6 +21,7 @@ from pyspark.sql.types import StructType
 from ..plan.logical import Partitioning, PipelineGraph, PipelineVertex
 from . import stateful
 from .context import CycleContext
+from .top_n import window_top_n
 
 _SQL_VIEW_LOCK = threading.Lock()
 
@@ -98,6 +99,9 @@ def translate(
     if v.op == "window_aggregate":
         ts, is_end = ts_of(0)
         return stateful.window_aggregate(ctx, v.id, cfg, df, ts or "", is_end)
+    if v.op == "window_top_n":
+        ts, is_end = ts_of(0)
+        return window_top_n(ctx, v.id, cfg, df, ts or "", is_end)
     if v.op == "running_aggregate":
         return stateful.running_aggregate(ctx, v.id, cfg, df)
     if v.op == "deduplicate":
