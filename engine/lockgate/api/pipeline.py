@@ -247,24 +247,45 @@ class Stream:
         other: Stream,
         on: str | list[str] | None = None,
         window: Tumbling | None = None,
+        between: tuple[timedelta, timedelta] | None = None,
+        ttl: timedelta | None = None,
         left_on: list[str] | None = None,
         right_on: list[str] | None = None,
         name: str | None = None,
     ) -> Stream:
-        """Windowed stream-stream inner join: records of both streams that share a key and
-        fall in the same tumbling window. Emitted once the watermark passes the window end.
+        """Inner stream-stream join on equal keys, in one of three forms (pass exactly one):
 
-        Raises :class:`~lockgate.errors.CompileError` (naming the join) at this call when
-        ``window`` is not a :class:`Tumbling` window or the key columns are missing.
+        - ``window=lg.Tumbling(size)``: records of both streams in the same tumbling window;
+          emitted once the watermark passes the window end, as ``window_start, window_end``,
+          the left columns, then the right ones.
+        - ``between=(lower, upper)``: an interval join, pairs with
+          ``right.ts + lower <= left.ts <= right.ts + upper`` (Flink's
+          ``l.ts BETWEEN r.ts + lower AND r.ts + upper``); emitted in the round the pair's
+          second record arrives, as the left columns then the right ones.
+        - ``ttl=timedelta``: an unwindowed join whose records are kept ``ttl`` of event time,
+          i.e. pairs at most ``ttl`` apart: ``between=(-ttl, ttl)``.
+
+        A right column named like a left one is renamed ``<name>_right``. The state keeps each
+        side only as long as the other side can still match it (bounded by the watermark).
+
+        >>> bids.join(auctions, left_on=["auction"], right_on=["id"],
+        ...           between=(timedelta(0), timedelta(hours=1)))
+
+        Raises :class:`~lockgate.errors.CompileError` (naming the join) at this call when the
+        form or the key columns are missing or malformed.
         """
-        op = self.pipeline._next_name("join", name)
-        if not isinstance(window, Tumbling):
-            if window is None:
-                got = "no window"
-            elif isinstance(window, Session | Sliding):
-                got = f"a {type(window).__name__.lower()} window ({window!r}), which join() does not support"
-            else:
-                got = f"{window!r}"
+        interval = window is None and (between is not None or ttl is not None)
+        op = self.pipeline._next_name("interval_join" if interval else "join", name)
+        forms = [f for f, v in (("window", window), ("between", between), ("ttl", ttl)) if v is not None]
+        if len(forms) != 1:
+            got = "none" if not forms else " and ".join(forms)
+            raise CompileError(
+                f"join() takes exactly one of window=, between= or ttl=, got {got}: window=lg.Tumbling(...) "
+                "for a windowed join, between=(lower, upper) for an interval join, ttl=timedelta(...) to "
+                "keep each side that long (an unbounded join would keep every record forever)", operator=op)
+        if window is not None and not isinstance(window, Tumbling):
+            kind = type(window).__name__.lower() if isinstance(window, Session | Sliding) else None
+            got = f"a {kind} window ({window!r}), which join() does not support" if kind else f"{window!r}"
             raise CompileError(
                 f"join() needs the tumbling window both sides share, got {got}: call "
                 f".join(other, on=..., window=lg.Tumbling(timedelta(...)))", operator=op)
@@ -276,11 +297,24 @@ class Stream:
             raise CompileError(
                 "join() needs the key columns: pass on='col' (the same on both sides), or left_on=[...] and "
                 "right_on=[...] of equal length, or key_by() both streams first", operator=op)
-        config = {"left_on": left_on, "right_on": right_on, "window": window.to_config()}
-        node = self.pipeline._add(
-            "join", [Input(self.node, tuple(left_on)), Input(other.node, tuple(right_on))], config, name
-        )
-        return Stream(self.pipeline, node.id)
+        inputs = [Input(self.node, tuple(left_on)), Input(other.node, tuple(right_on))]
+        config: dict[str, Any] = {"left_on": left_on, "right_on": right_on}
+        if window is not None:
+            config["window"] = window.to_config()
+            return Stream(self.pipeline, self.pipeline._add("join", inputs, config, name).id)
+        if ttl is not None:
+            if not isinstance(ttl, timedelta) or ttl <= timedelta(0):
+                raise CompileError(f"join() ttl= must be a positive timedelta, got {ttl!r}", operator=op)
+            between = (-ttl, ttl)
+            config["ttl_us"] = _micros(ttl)
+        lower, upper = between  # type: ignore[misc]
+        if not (isinstance(lower, timedelta) and isinstance(upper, timedelta)) or lower > upper:
+            raise CompileError(
+                f"join() between= must be (lower, upper) timedeltas with lower <= upper, got {between!r}: "
+                "e.g. between=(timedelta(0), timedelta(minutes=10)) for right.ts <= left.ts <= right.ts + 10 min",
+                operator=op)
+        config["lower_us"], config["upper_us"] = _micros(lower), _micros(upper)
+        return Stream(self.pipeline, self.pipeline._add("interval_join", inputs, config, name).id)
 
     # -- sinks -----------------------------------------------------------------------
     def sink(self, sink: Sink, name: str | None = None) -> None:

@@ -43,6 +43,11 @@ def _describe(v: PipelineVertex) -> str:
         order = "ascending" if c["ascending"] else "descending"
         return (f"{_window_text(c['window'])}top {c['n']} by [{', '.join(c['by'])}] {order} per "
                 f"[{', '.join(c['keys'])}] as {c['rank']}")
+    if v.op == "interval_join":
+        if c.get("ttl_us") is not None:
+            return f"join on {c['left_on']} = {c['right_on']} with ttl {timedelta(microseconds=c['ttl_us'])}"
+        lo, hi = _signed(c["lower_us"]), _signed(c["upper_us"])
+        return f"interval join on {c['left_on']} = {c['right_on']}: right.ts {lo} <= left.ts <= right.ts {hi}"
     if v.op == "deduplicate":
         within = f" within {timedelta(microseconds=c['within_us'])}" if c.get("within_us") else ""
         return f"deduplicate by [{', '.join(c['keys'])}]{within}"
@@ -50,6 +55,11 @@ def _describe(v: PipelineVertex) -> str:
         size = timedelta(microseconds=c["window"]["size_us"])
         return f"join on {c['left_on']} = {c['right_on']} in tumbling({size})"
     return v.op
+
+
+def _signed(micros: int) -> str:
+    """``+ 0:00:10`` or ``- 0:00:10`` (timedelta prints a negative one as ``-1 day, 23:59:50``)."""
+    return f"- {timedelta(microseconds=-micros)}" if micros < 0 else f"+ {timedelta(microseconds=micros)}"
 
 
 def _window_text(w: dict[str, Any]) -> str:

@@ -44,12 +44,13 @@ OP_KINDS: dict[str, OperatorKind] = {
     "running_aggregate": OperatorKind.ONE_INPUT,
     "deduplicate": OperatorKind.ONE_INPUT,
     "join": OperatorKind.TWO_INPUT,
+    "interval_join": OperatorKind.TWO_INPUT,
     "union": OperatorKind.TWO_INPUT,
     "sink": OperatorKind.SINK,
 }
 
 #: operators that keep keyed state between cycles
-STATEFUL_OPS = frozenset({"window_aggregate", "window_top_n", "running_aggregate", "deduplicate", "join"})
+STATEFUL_OPS = frozenset({"window_aggregate", "window_top_n", "running_aggregate", "deduplicate", "join", "interval_join"})
 
 
 @dataclass

@@ -146,7 +146,15 @@ def _validate_inputs(graph: PipelineGraph, v: PipelineVertex, in_schemas: list[S
                 )
     if v.op == "deduplicate" and up[0].event_time is None:
         pass  # dedup without event time keeps the first record by column order
-    if v.op == "join":
+    if v.op == "interval_join":
+        for u, s in zip(up, in_schemas, strict=True):
+            if u.event_time is None or not _is_timestamp(s, u.event_time):
+                raise CompileError(
+                    f"the stream from '{u.id}' has no event-time column (an operator before dropped it): an "
+                    "interval join compares both sides' event times; keep the source's event-time column",
+                    v.id,
+                )
+    if v.op in ("join", "interval_join"):
         ls, rs = in_schemas
         _check_columns(v, ls, cfg["left_on"], "join key", "join on columns both streams have")
         _check_columns(v, rs, cfg["right_on"], "join key", "join on columns both streams have")
@@ -192,6 +200,11 @@ def _propagate_event_time(graph: PipelineGraph, v: PipelineVertex, schema: Struc
         return
     if v.op == "running_aggregate":
         v.event_time, v.event_time_is_end = "as_of", True
+        return
+    if v.op == "interval_join":
+        # a pair is emitted when its later record arrives: neither side's time is on time for
+        # a window downstream (an earlier record may be below the watermark by then)
+        v.event_time, v.event_time_is_end = None, False
         return
     up = graph.vertices[graph.inputs(v.id)[0].source]
     if up.event_time and _is_timestamp(schema, up.event_time):

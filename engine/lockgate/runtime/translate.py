@@ -21,6 +21,7 @@ from pyspark.sql.types import StructType
 from ..plan.logical import Partitioning, PipelineGraph, PipelineVertex
 from . import stateful
 from .context import CycleContext
+from .interval_join import interval_join
 from .top_n import window_top_n
 
 _SQL_VIEW_LOCK = threading.Lock()
@@ -108,6 +109,8 @@ def translate(
         return stateful.deduplicate(ctx, v.id, cfg, df, ts_of(0)[0])
     if v.op == "join":
         return stateful.join(ctx, v.id, cfg, inputs[0], inputs[1], ts_of(0), ts_of(1))  # type: ignore[arg-type]
+    if v.op == "interval_join":
+        return interval_join(ctx, v.id, cfg, inputs[0], inputs[1], ts_of(0), ts_of(1))  # type: ignore[arg-type]
     if v.op == "sink":
         return df
     raise ValueError(f"operator {v.id}: no translation for {v.op!r}")

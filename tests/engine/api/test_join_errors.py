@@ -21,7 +21,6 @@ def _two_streams() -> tuple[lg.Pipeline, lg.Stream, lg.Stream]:
 @pytest.mark.parametrize(
     ("window", "said"),
     [
-        (None, "got no window"),
         (lg.Session(timedelta(seconds=5)), "got a session window"),
         (lg.Sliding(timedelta(seconds=10), timedelta(seconds=5)), "got a sliding window"),
         (timedelta(seconds=10), "got datetime.timedelta(seconds=10)"),
@@ -37,6 +36,17 @@ def test_join_without_a_tumbling_window(window, said):
     assert said in str(err) and "window=lg.Tumbling(timedelta(...))" in str(err)
     assert "\n" not in str(err)
     assert list(p.nodes) == ["bids", "more"]  # nothing was added
+
+
+def test_join_without_any_form_says_which_to_pass():
+    p, bids, more = _two_streams()
+    with pytest.raises(CompileError) as info:
+        bids.join(more, on="auction")
+    err = info.value
+    assert err.operator == "join_1"
+    assert str(err).startswith("operator 'join_1': join() takes exactly one of window=, between= or ttl=, got none")
+    assert "between=(lower, upper)" in str(err) and "\n" not in str(err)
+    assert list(p.nodes) == ["bids", "more"]
 
 
 def test_join_error_names_the_given_operator_and_missing_keys():

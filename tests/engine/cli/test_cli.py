@@ -142,7 +142,7 @@ bids.join(bids, on="auction", name="self_join").sink(lg.CollectSink("o"))
 
 @pytest.mark.parametrize(("case", "said"), [
     ("unknown_column", "operator 'keep'"),
-    ("join_without_window", "operator 'self_join': join() needs the tumbling window both sides share, got no window"),
+    ("join_without_window", "operator 'self_join': join() takes exactly one of window=, between= or ttl=, got none"),
 ])
 def test_a_broken_pipeline_is_one_line(setup, case, said):
     home, _ = setup

@@ -152,7 +152,7 @@ def test_dsl_errors_are_immediate():
         bids.filter("price > 0", name="bids")
     with pytest.raises(ValueError, match="at least one aggregate"):
         bids.key_by("auction").aggregate()
-    with pytest.raises(lg.CompileError, match="got no window") as err:
+    with pytest.raises(lg.CompileError, match="got none") as err:
         bids.join(bids, on="auction", window=None)
     assert err.value.operator == "join_1"
     with pytest.raises(lg.CompileError, match="session window"):

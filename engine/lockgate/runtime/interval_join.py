@@ -1,0 +1,86 @@
+"""Interval join of two streams: pairs with equal keys whose event times lie within bounds,
+``right.ts + lower <= left.ts <= right.ts + upper``, emitted in the round the second record
+of the pair arrives (no wait for a window to close).
+
+Each side keeps its records in an append-only state table only while a later record of the
+other side could still match them. Records that arrive later are not below the watermark
+(late ones are dropped where they are read), so a left record is needed while
+``left.ts - lower >= watermark`` and a right record while ``right.ts + upper >= watermark``:
+the state is bounded by the bounds and the watermark, whatever the key count. A round reads
+back only the kept records of the keys its records carry.
+
+A join with a time-to-live (``ttl=``) is the symmetric interval ``[-ttl, +ttl]``: records
+more than ``ttl`` apart in event time do not join, which keeps the result the same on every
+replay (a state TTL counted in processing time would not).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from .context import CycleContext
+from .layered_state import StateDelta
+from .windowing import event_micros
+
+#: a record's event time in microseconds, kept beside its columns in the state
+T = "__lg_t"
+
+
+def output_names(left: list[str], right: list[str]) -> dict[str, str]:
+    """The right side's output names: a column named like a left one gets ``_right``."""
+    return {c: (f"{c}_right" if c in left else c) for c in right}
+
+
+def _keys_of(df: DataFrame, cols: list[str], as_: list[str]) -> DataFrame:
+    return df.select(*[F.col(c).alias(a) for c, a in zip(cols, as_, strict=True)]).distinct()
+
+
+def interval_join(
+    ctx: CycleContext,
+    op: str,
+    cfg: dict[str, Any],
+    left: DataFrame,
+    right: DataFrame,
+    left_ts: tuple[str, bool],
+    right_ts: tuple[str, bool],
+) -> DataFrame:
+    """The pairs this round completes; each side's new records join the other side's kept
+    records and its new ones (new with new once)."""
+    lower, upper = int(cfg["lower_us"]), int(cfg["upper_us"])
+    left_on, right_on = list(cfg["left_on"]), list(cfg["right_on"])
+    lcols, rcols = list(left.columns), list(right.columns)
+    new_l = ctx.cache(left.withColumn(T, event_micros(*left_ts)))
+    new_r = ctx.cache(right.withColumn(T, event_micros(*right_ts)))
+    wm = ctx.watermark_us
+    # kept while a record of the other side arriving later (event time >= watermark) can match
+    ctx.set_state(op, StateDelta(new_l.filter(F.col(T) - F.lit(lower) >= F.lit(wm)), None,
+                                 expire_below=(T, wm + lower)), "left")
+    ctx.set_state(op, StateDelta(new_r.filter(F.col(T) + F.lit(upper) >= F.lit(wm)), None,
+                                 expire_below=(T, wm - upper)), "right")
+    l_state, r_state = ctx.state(op, "left"), ctx.state(op, "right")
+    rnames = output_names(lcols, rcols)
+
+    def pairs(lf: DataFrame, rf: DataFrame) -> DataFrame:
+        ls = lf.select(*[F.col(c).alias(f"__l_{c}") for c in [*lcols, T]])
+        rs = rf.select(*[F.col(c).alias(f"__r_{c}") for c in [*rcols, T]])
+        cond: Column = (F.col(f"__l_{T}") >= F.col(f"__r_{T}") + F.lit(lower)) & (
+            F.col(f"__l_{T}") <= F.col(f"__r_{T}") + F.lit(upper))
+        for lk, rk in zip(left_on, right_on, strict=True):
+            cond = cond & (F.col(f"__l_{lk}") == F.col(f"__r_{rk}"))
+        return ls.join(rs, cond, "inner").select(
+            *[F.col(f"__l_{c}").alias(c) for c in lcols],
+            *[F.col(f"__r_{c}").alias(rnames[c]) for c in rcols],
+        )
+
+    out = pairs(new_l, new_r)
+    if r_state is not None and not r_state.empty:
+        out = out.unionByName(pairs(new_l, r_state.lookup(None, _keys_of(new_l, left_on, right_on), right_on)))
+    if l_state is not None and not l_state.empty:
+        out = out.unionByName(pairs(l_state.lookup(None, _keys_of(new_r, right_on, left_on), left_on), new_r))
+    return out
+
+
+__all__ = ["T", "interval_join", "output_names"]
