@@ -9,6 +9,7 @@ event-time column and state layout.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -92,6 +93,7 @@ def _analyze(graph: PipelineGraph, fns: Mapping[str, Callable[..., Any]], spark:
             v.schema = _columns(schema)
             continue
         _validate_inputs(graph, v, in_schemas)
+        _refuse_nondeterminism(v)
         inputs = [frames[e.source] for e in ins]
         try:
             out = translate(ctx, graph, v, inputs, fns)
@@ -113,6 +115,44 @@ def _analyze(graph: PipelineGraph, fns: Mapping[str, Callable[..., Any]], spark:
             k.split(".", 1)[1]: _columns(d.upserts.schema) for k, d in ctx.state_out.items() if k.startswith(vid + ".")
         }
         _propagate_event_time(graph, v, schema)
+
+
+#: SQL functions whose value differs between a run and its replay (wall clock, randomness)
+_NONDETERMINISTIC = re.compile(
+    r"\b(current_timestamp|current_date|current_time|localtimestamp|now|curdate|rand|randn|random|uuid|"
+    r"shuffle)\s*\(|\bunix_timestamp\s*\(\s*\)|\b(current_timestamp|current_date|localtimestamp)\b(?!\s*\()",
+    re.IGNORECASE,
+)
+
+
+def _expressions(v: PipelineVertex) -> list[str]:
+    cfg = v.config
+    if v.op == "select":
+        return list(cfg["exprs"])
+    if v.op == "with_column":
+        return [cfg["expr"]]
+    if v.op == "filter":
+        return [cfg["condition"]]
+    if v.op == "sql":
+        return [cfg["query"]]
+    return []
+
+
+def _refuse_nondeterminism(v: PipelineVertex) -> None:
+    """Refuse expressions whose value a replay would not reproduce: a window restored after
+    a failure must compute exactly what it computed before (processing time included)."""
+    for expr in _expressions(v):
+        found = _NONDETERMINISTIC.search(expr)
+        if found:
+            fn = (found.group(1) or found.group(2) or "unix_timestamp").lower()
+            raise CompileError(
+                f"'{expr}' uses {fn}(), whose value differs on every run: a window replayed after a "
+                "failure would compute another result, so exactly-once could not hold. For processing "
+                "time, give the source an arrival column (FileSource(..., arrival='arrived')) and "
+                "window on it (lg.Tumbling(size, on='arrived')); for sampling, hash a column "
+                "(e.g. 'abs(hash(id)) % 100 < 10')",
+                v.id,
+            )
 
 
 def _validate_inputs(graph: PipelineGraph, v: PipelineVertex, in_schemas: list[StructType]) -> None:
