@@ -228,6 +228,34 @@ class Stream:
         config = {"keys": list(self.keys or ()), "aggs": {k: a.to_config() for k, a in aggs.items()}}
         return self._then("running_aggregate", config, name)
 
+    def over(self, preceding: int | timedelta, name: str | None = None, **aggs: Aggregate) -> Stream:
+        """Every record with aggregates over its key's records up to it, in event-time order
+        (SQL's ``OVER (PARTITION BY keys ORDER BY ts ...)``): ``preceding=10`` is
+        ``ROWS BETWEEN 10 PRECEDING AND CURRENT ROW``, ``preceding=timedelta(minutes=1)`` is
+        ``RANGE BETWEEN INTERVAL 1 MINUTE PRECEDING AND CURRENT ROW``. A record is emitted once
+        the watermark passes its event time; ties are ordered by the other columns. Kinds:
+        count, sum, min, max, avg, collect. The state keeps the records still below the
+        watermark and the frame's history (``preceding`` rows, or that much time, per key).
+
+        >>> bids.key_by("bidder").over(preceding=10, avg_price=lg.avg("price"))
+        """
+        _check_aggs(aggs)
+        bad = [f"{k}={a.kind}" for k, a in aggs.items() if a.kind not in ("count", "sum", "min", "max", "avg", "collect")]
+        if bad:
+            raise ValueError(f"over() computes count, sum, min, max, avg and collect, not {', '.join(bad)}")
+        if not self.keys:
+            raise ValueError("over() needs key columns: call key_by(...) first (PARTITION BY)")
+        config: dict[str, Any] = {"keys": list(self.keys), "aggs": {k: a.to_config() for k, a in aggs.items()}}
+        if isinstance(preceding, timedelta):
+            if preceding < timedelta(0):
+                raise ValueError(f"over() needs preceding >= 0, got {preceding!r}")
+            config["range_us"] = _micros(preceding)
+        elif isinstance(preceding, int) and not isinstance(preceding, bool) and preceding >= 0:
+            config["rows"] = preceding
+        else:
+            raise ValueError(f"over() takes preceding=<rows, an int >= 0> or a timedelta, got {preceding!r}")
+        return self._then("over_aggregate", config, name)
+
     def deduplicate(self, *columns: str, within: timedelta | None = None, name: str | None = None) -> Stream:
         """Drop records whose ``columns`` were already seen: the first record of a key wins
         (within one cycle, the earliest by event time; across cycles, the one seen first, as

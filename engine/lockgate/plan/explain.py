@@ -39,6 +39,11 @@ def _describe(v: PipelineVertex) -> str:
         )
         win = _window_text(c["window"]) if c.get("window") else ""
         return f"{win}aggregate by [{', '.join(c['keys'])}]: {aggs}"
+    if v.op == "over_aggregate":
+        aggs = ", ".join(f"{k}={a['kind']}({a['column'] or ''})" for k, a in c["aggs"].items())
+        frame = (f"rows between {c['rows']} preceding and current row" if c.get("rows") is not None else
+                 f"range between {timedelta(microseconds=c['range_us'])} preceding and current row")
+        return f"over [{', '.join(c['keys'])}] order by event time {frame}: {aggs}"
     if v.op == "window_top_n":
         order = "ascending" if c["ascending"] else "descending"
         return (f"{_window_text(c['window'])}top {c['n']} by [{', '.join(c['by'])}] {order} per "

@@ -41,6 +41,7 @@ OP_KINDS: dict[str, OperatorKind] = {
     "sql": OperatorKind.ONE_INPUT,
     "window_aggregate": OperatorKind.ONE_INPUT,
     "window_top_n": OperatorKind.ONE_INPUT,
+    "over_aggregate": OperatorKind.ONE_INPUT,
     "running_aggregate": OperatorKind.ONE_INPUT,
     "deduplicate": OperatorKind.ONE_INPUT,
     "join": OperatorKind.TWO_INPUT,
@@ -50,7 +51,7 @@ OP_KINDS: dict[str, OperatorKind] = {
 }
 
 #: operators that keep keyed state between cycles
-STATEFUL_OPS = frozenset({"window_aggregate", "window_top_n", "running_aggregate", "deduplicate", "join", "interval_join"})
+STATEFUL_OPS = frozenset({"window_aggregate", "window_top_n", "over_aggregate", "running_aggregate", "deduplicate", "join", "interval_join"})
 
 
 @dataclass

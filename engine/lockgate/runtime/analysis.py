@@ -158,7 +158,13 @@ def _refuse_nondeterminism(v: PipelineVertex) -> None:
 def _validate_inputs(graph: PipelineGraph, v: PipelineVertex, in_schemas: list[StructType]) -> None:
     cfg = v.config
     up = [graph.vertices[e.source] for e in graph.inputs(v.id)]
-    if v.op in ("window_aggregate", "running_aggregate", "deduplicate"):
+    if v.op == "over_aggregate" and (up[0].event_time is None or not _is_timestamp(in_schemas[0], up[0].event_time)):
+        raise CompileError(
+            f"the stream from '{up[0].id}' has no event-time column (an operator before dropped it): an OVER "
+            "aggregation orders each key's records by event time; keep the source's event-time column",
+            v.id,
+        )
+    if v.op in ("window_aggregate", "running_aggregate", "deduplicate", "over_aggregate"):
         s = in_schemas[0]
         _check_columns(v, s, cfg["keys"], "key", "key_by a column the stream has")
         for name, a in cfg.get("aggs", {}).items():

@@ -22,6 +22,7 @@ from ..plan.logical import Partitioning, PipelineGraph, PipelineVertex
 from . import stateful
 from .context import CycleContext
 from .interval_join import interval_join
+from .over import over_aggregate
 from .top_n import window_top_n
 
 _SQL_VIEW_LOCK = threading.Lock()
@@ -103,6 +104,9 @@ def translate(
     if v.op == "window_top_n":
         ts, is_end = ts_of(0)
         return window_top_n(ctx, v.id, cfg, df, ts or "", is_end)
+    if v.op == "over_aggregate":
+        ts, is_end = ts_of(0)
+        return over_aggregate(ctx, v.id, cfg, df, ts or "", is_end)
     if v.op == "running_aggregate":
         return stateful.running_aggregate(ctx, v.id, cfg, df)
     if v.op == "deduplicate":
