@@ -5,6 +5,7 @@ from .loader import ReferencePolicy, load_pipeline, pipeline_factory
 from .pipeline import Input, OpNode, Pipeline, Stream, WindowedStream
 from .sinks import CollectSink, FileSink, PostgresSink, Sink
 from .sources import FileSource, NexmarkSource, PostgresSource, Source
+from .tables import FileTable, LookupTable, PostgresTable
 from .windows import Session, Sliding, Tumbling, Watermark, WindowSpec
 
 __all__ = [
@@ -12,12 +13,15 @@ __all__ = [
     "CollectSink",
     "FileSink",
     "FileSource",
+    "FileTable",
+    "LookupTable",
     "Input",
     "NexmarkSource",
     "OpNode",
     "Pipeline",
     "PostgresSink",
     "PostgresSource",
+    "PostgresTable",
     "Session",
     "Sink",
     "Sliding",

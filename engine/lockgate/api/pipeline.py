@@ -32,6 +32,7 @@ from ..errors import CompileError
 from .aggregates import Aggregate
 from .sinks import Sink
 from .sources import Source
+from .tables import FileTable, LookupTable, PostgresTable
 from .windows import Session, Sliding, Tumbling, Watermark, WindowSpec, _micros
 
 
@@ -343,6 +344,38 @@ class Stream:
                 operator=op)
         config["lower_us"], config["upper_us"] = _micros(lower), _micros(upper)
         return Stream(self.pipeline, self.pipeline._add("interval_join", inputs, config, name).id)
+
+    def lookup(
+        self,
+        table: LookupTable,
+        on: str | list[str] | None = None,
+        left_on: list[str] | None = None,
+        right_on: list[str] | None = None,
+        how: str = "inner",
+        name: str | None = None,
+    ) -> Stream:
+        """Enrich each record with the rows of a dimension ``table`` (a :class:`FileTable` or
+        :class:`PostgresTable`) whose key columns equal the record's: the record's columns,
+        then the table's (``<name>_right`` on a clash). ``how="left"`` keeps records with no
+        match (table columns null). The table is read whole every round, so changes show in
+        the next window; a replayed window reads it as it is then.
+
+        >>> bids.lookup(lg.FileTable("dims/auctions"), left_on=["auction"], right_on=["id"], how="left")
+        """
+        op = self.pipeline._next_name("lookup_join", name)
+        if not isinstance(table, FileTable | PostgresTable):
+            raise CompileError(f"lookup() takes a FileTable or PostgresTable, got {table!r}", operator=op)
+        if how not in ("inner", "left"):
+            raise CompileError(f"lookup() how={how!r}: use 'inner' or 'left'", operator=op)
+        if on is not None:
+            left_on = right_on = [on] if isinstance(on, str) else list(on)
+        left_on = left_on or list(self.keys or ())
+        if not left_on or not right_on or len(left_on) != len(right_on):
+            raise CompileError(
+                "lookup() needs the key columns: on='col' (the same in stream and table), or left_on=[...] "
+                "and right_on=[...] of equal length", operator=op)
+        config = {"table": table.to_config(), "left_on": left_on, "right_on": right_on, "how": how}
+        return self._then("lookup_join", config, name)
 
     # -- sinks -----------------------------------------------------------------------
     def sink(self, sink: Sink, name: str | None = None) -> None:

@@ -48,6 +48,10 @@ def _describe(v: PipelineVertex) -> str:
         order = "ascending" if c["ascending"] else "descending"
         return (f"{_window_text(c['window'])}top {c['n']} by [{', '.join(c['by'])}] {order} per "
                 f"[{', '.join(c['keys'])}] as {c['rank']}")
+    if v.op == "lookup_join":
+        t = c["table"]
+        where = f"postgres table {t['table']}" if t["kind"] == "postgres" else f"{t['format']} files {t['path']}"
+        return f"lookup join ({c['how']}) on {c['left_on']} = {c['right_on']} with {where}, read every round"
     if v.op == "interval_join":
         if c.get("ttl_us") is not None:
             return f"join on {c['left_on']} = {c['right_on']} with ttl {timedelta(microseconds=c['ttl_us'])}"

@@ -47,6 +47,7 @@ OP_KINDS: dict[str, OperatorKind] = {
     "join": OperatorKind.TWO_INPUT,
     "interval_join": OperatorKind.TWO_INPUT,
     "union": OperatorKind.TWO_INPUT,
+    "lookup_join": OperatorKind.ONE_INPUT,
     "sink": OperatorKind.SINK,
 }
 

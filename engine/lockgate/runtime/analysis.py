@@ -192,6 +192,20 @@ def _validate_inputs(graph: PipelineGraph, v: PipelineVertex, in_schemas: list[S
                 )
     if v.op == "deduplicate" and up[0].event_time is None:
         pass  # dedup without event time keeps the first record by column order
+    if v.op == "lookup_join":
+        from .lookup import table_schema
+
+        try:
+            ts = table_schema(cfg["table"])
+        except CompileError as err:
+            raise CompileError(str(err), v.id) from None
+        _check_columns(v, in_schemas[0], cfg["left_on"], "lookup key", "look up by columns the stream has")
+        _check_columns(v, ts, cfg["right_on"], "lookup table key", "name columns the table has in right_on=")
+        for lk, rk in zip(cfg["left_on"], cfg["right_on"], strict=True):
+            lt, rt = in_schemas[0][lk].dataType.simpleString(), ts[rk].dataType.simpleString()
+            if lt != rt:
+                raise CompileError(f"lookup key types differ: stream '{lk}' is {lt}, table '{rk}' is {rt}; cast "
+                                   "the stream's column with with_column first", v.id)
     if v.op == "interval_join":
         for u, s in zip(up, in_schemas, strict=True):
             if u.event_time is None or not _is_timestamp(s, u.event_time):

@@ -129,7 +129,7 @@ def _time_params(*times: datetime) -> pa.RecordBatch:
 
 # -- reading -------------------------------------------------------------------------
 @contextlib.contextmanager
-def _reading(url: str, table: str, doing: str) -> Iterator[None]:
+def _reading(url: str, table: str, doing: str, role: str = "source") -> Iterator[None]:
     """Driver errors of a source read as one clear Lockgate error naming the database."""
     try:
         yield
@@ -139,7 +139,7 @@ def _reading(url: str, table: str, doing: str) -> Iterator[None]:
         kind = failure_kind(exc)
         if kind is None:
             raise
-        where = f"PostgreSQL source table {table!r} at {endpoint(url)}"
+        where = f"PostgreSQL {role} table {table!r} at {endpoint(url)}"
         reason = failure_reason(exc)
         if kind == "unavailable":
             raise SourceUnavailableError(
@@ -155,11 +155,24 @@ def _reading(url: str, table: str, doing: str) -> Iterator[None]:
         raise SourceUnavailableError(f"{where} failed ({reason}, while {doing}); run the job again") from exc
 
 
-def table_schema(url: str, table: str) -> pa.Schema:
+def table_schema(url: str, table: str, role: str = "source") -> pa.Schema:
     """The Arrow schema of ``table`` as ADBC reads it (``TIMESTAMPTZ`` ->
     ``timestamp[us, tz=UTC]``, ``NUMERIC`` -> string)."""
-    with _reading(url, table, "reading its schema"):
+    with _reading(url, table, "reading its schema", role):
         return _table_schema(url, table)
+
+
+def read_table(url: str, table: str, columns: list[str] | None = None) -> pa.Table:
+    """Every row of a lookup ``table`` (``columns`` only, when given)."""
+    cols = "*" if not columns else ", ".join(quote_ident(c) for c in columns)
+    with _reading(url, table, "reading the lookup table", "lookup"):
+        conn = connect(url)
+        try:
+            cur = conn.cursor()
+            cur.execute(f"SELECT {cols} FROM {quote_table(table)}")
+            return cur.fetch_arrow_table()
+        finally:
+            conn.close()
 
 
 def _table_schema(url: str, table: str) -> pa.Schema:

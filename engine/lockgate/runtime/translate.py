@@ -22,6 +22,7 @@ from ..plan.logical import Partitioning, PipelineGraph, PipelineVertex
 from . import stateful
 from .context import CycleContext
 from .interval_join import interval_join
+from .lookup import lookup_join
 from .over import over_aggregate
 from .top_n import window_top_n
 
@@ -113,6 +114,8 @@ def translate(
         return stateful.deduplicate(ctx, v.id, cfg, df, ts_of(0)[0])
     if v.op == "join":
         return stateful.join(ctx, v.id, cfg, inputs[0], inputs[1], ts_of(0), ts_of(1))  # type: ignore[arg-type]
+    if v.op == "lookup_join":
+        return lookup_join(ctx.spark, cfg, df, ctx.analysis)
     if v.op == "interval_join":
         return interval_join(ctx, v.id, cfg, inputs[0], inputs[1], ts_of(0), ts_of(1))  # type: ignore[arg-type]
     if v.op == "sink":
