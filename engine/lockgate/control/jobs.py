@@ -161,11 +161,16 @@ class JobOperations:
         layout = self.graph(cp.plan_version).state_layout() if cp.plan_version else {}
         replay = replay_range(cp.snapshot_manifest)
         if replay is not None:
+            stored = [c.window for c in self.catalog.list_checkpoints(job) if replay_range(c.snapshot_manifest) is None]
+            before = [w for w in stored if w < cp.window]
+            after = [w for w in stored if w > cp.window]
+            near = " or ".join(
+                [f"window {before[-1]}"] * bool(before) + [f"window {after[0]}"] * bool(after)) or "none retained"
             raise StateNotFoundError(
                 f"job '{job}': the checkpoint of window {cp.window} is derived (a catch-up group ran windows "
                 f"{replay[0]}..{replay[1]} and more in one go): its state is recomputed by replaying them on "
-                f"restore and is not stored. Read the window before the group ({replay[0] - 1}) or a later "
-                "window whose checkpoint has a snapshot (`lockgate checkpoints` lists them)")
+                f"restore and is not stored. Read the nearest checkpoint that stores its state ({near}; "
+                "`lockgate checkpoints` lists them), or run with LOCKGATE_CATCHUP=off to store every window")
         tables = sorted({*state_entries(cp.snapshot_manifest),
                          *(f"{op}.{t}" for op, ts in layout.items() for t in ts)})
         operators = sorted({name.split(".", 1)[0] for name in tables})

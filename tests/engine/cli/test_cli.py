@@ -93,7 +93,7 @@ def test_run_jobs_checkpoints_restore_and_gap(setup):
     derived = lockgate(home, "state", "cli_demo", "--window", str(first + 2), check=False)
     assert derived.returncode == 2 and "Traceback" not in derived.stderr
     assert f"the checkpoint of window {first + 2} is derived" in derived.stderr
-    assert f"Read the window before the group ({first})" in derived.stderr
+    assert f"Read the nearest checkpoint that stores its state (window {first + 3}" in derived.stderr
     nope = lockgate(home, "state", "cli_demo", "--operator", "nope", check=False)
     assert nope.returncode == 2 and nope.stderr.strip() == (
         "lockgate: error: job 'cli_demo' has no stateful operator 'nope' at window "
