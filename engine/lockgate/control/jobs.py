@@ -164,8 +164,7 @@ class JobOperations:
             stored = [c.window for c in self.catalog.list_checkpoints(job) if replay_range(c.snapshot_manifest) is None]
             before = [w for w in stored if w < cp.window]
             after = [w for w in stored if w > cp.window]
-            near = " or ".join(
-                [f"window {before[-1]}"] * bool(before) + [f"window {after[0]}"] * bool(after)) or "none retained"
+            near = " or ".join([f"window {w}" for w in (before[-1:] + after[:1])]) or "none retained"
             raise StateNotFoundError(
                 f"job '{job}': the checkpoint of window {cp.window} is derived (a catch-up group ran windows "
                 f"{replay[0]}..{replay[1]} and more in one go): its state is recomputed by replaying them on "
