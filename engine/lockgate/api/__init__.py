@@ -1,6 +1,6 @@
 """The user's DSL: Pipeline, Stream, windows, aggregates, sources and sinks."""
 
-from .aggregates import Aggregate, approx_distinct, avg, collect, count, max, min, sum
+from .aggregates import Aggregate, approx_distinct, avg, collect, count, count_distinct, max, min, sum
 from .loader import ReferencePolicy, load_pipeline, pipeline_factory
 from .pipeline import Input, OpNode, Pipeline, Stream, WindowedStream
 from .sinks import CollectSink, FileSink, PostgresSink, Sink
@@ -38,6 +38,7 @@ __all__ = [
     "avg",
     "collect",
     "count",
+    "count_distinct",
     "max",
     "min",
     "sum",

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-KINDS = ("count", "sum", "min", "max", "avg", "approx_distinct", "collect")
+KINDS = ("count", "sum", "min", "max", "avg", "approx_distinct", "count_distinct", "collect")
 
 
 @dataclass(frozen=True)
@@ -54,9 +54,16 @@ def approx_distinct(column: str) -> Aggregate:
     return Aggregate("approx_distinct", column)
 
 
+def count_distinct(column: str) -> Aggregate:
+    """Exact number of distinct non-null values of ``column`` (SQL's ``COUNT(DISTINCT c)``).
+    The state carries the distinct values themselves, so it grows with them; use
+    :func:`approx_distinct` when they are many."""
+    return Aggregate("count_distinct", column)
+
+
 def collect(column: str) -> Aggregate:
     """All values of ``column`` in the window, as an array (sorted, so results are deterministic)."""
     return Aggregate("collect", column)
 
 
-__all__ = ["KINDS", "Aggregate", "approx_distinct", "avg", "collect", "count", "max", "min", "sum"]
+__all__ = ["KINDS", "Aggregate", "approx_distinct", "avg", "collect", "count", "count_distinct", "max", "min", "sum"]

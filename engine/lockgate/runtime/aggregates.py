@@ -65,6 +65,8 @@ def partial_exprs(aggs: dict[str, dict[str, Any]], schema: StructType | None = N
             out.append(F.hll_sketch_agg(_sketchable(c, col, schema)).alias(f"__{name}"))
         elif kind == "collect":
             out.append(F.collect_list(c).alias(f"__{name}"))
+        elif kind == "count_distinct":
+            out.append(F.collect_set(c).alias(f"__{name}"))
         else:  # pragma: no cover - guarded by the API
             raise ValueError(f"unknown aggregate kind {kind!r}")
     return out
@@ -87,6 +89,8 @@ def merge_exprs(aggs: dict[str, dict[str, Any]]) -> list[Column]:
                 out.append(F.hll_union_agg(c, True).alias(p))
             elif kind == "collect":
                 out.append(F.flatten(F.collect_list(c)).alias(p))
+            elif kind == "count_distinct":
+                out.append(F.array_distinct(F.flatten(F.collect_list(c))).alias(p))
     return out
 
 
@@ -116,6 +120,8 @@ def final_exprs(aggs: dict[str, dict[str, Any]]) -> list[Column]:
             out.append(F.hll_sketch_estimate(F.col(f"__{name}")).alias(name))
         elif kind == "collect":
             out.append(F.array_sort(F.col(f"__{name}")).alias(name))
+        elif kind == "count_distinct":
+            out.append(F.coalesce(F.size(F.col(f"__{name}")), F.lit(0)).cast("bigint").alias(name))
         elif kind == "count":
             out.append(F.coalesce(F.col(f"__{name}"), F.lit(0)).cast("bigint").alias(name))
         else:
