@@ -280,9 +280,10 @@ class Stream:
         ttl: timedelta | None = None,
         left_on: list[str] | None = None,
         right_on: list[str] | None = None,
+        how: str = "inner",
         name: str | None = None,
     ) -> Stream:
-        """Inner stream-stream join on equal keys, in one of three forms (pass exactly one):
+        """Stream-stream join on equal keys, in one of three forms (pass exactly one):
 
         - ``window=lg.Tumbling(size)``: records of both streams in the same tumbling window;
           emitted once the watermark passes the window end, as ``window_start, window_end``,
@@ -296,6 +297,10 @@ class Stream:
 
         A right column named like a left one is renamed ``<name>_right``. The state keeps each
         side only as long as the other side can still match it (bounded by the watermark).
+
+        ``how="left"``, ``"right"`` or ``"full"`` (``between=`` and ``ttl=`` only) also emits the
+        records of the outer side(s) that never matched, with the other side's columns null, once
+        the watermark makes that final (no later record could match them).
 
         >>> bids.join(auctions, left_on=["auction"], right_on=["id"],
         ...           between=(timedelta(0), timedelta(hours=1)))
@@ -326,8 +331,15 @@ class Stream:
             raise CompileError(
                 "join() needs the key columns: pass on='col' (the same on both sides), or left_on=[...] and "
                 "right_on=[...] of equal length, or key_by() both streams first", operator=op)
+        if how not in ("inner", "left", "right", "full"):
+            raise CompileError(f"join() how={how!r}: use 'inner', 'left', 'right' or 'full'", operator=op)
+        if window is not None and how != "inner":
+            raise CompileError(f"join() how={how!r} needs between= or ttl=: a windowed join is inner only",
+                               operator=op)
         inputs = [Input(self.node, tuple(left_on)), Input(other.node, tuple(right_on))]
         config: dict[str, Any] = {"left_on": left_on, "right_on": right_on}
+        if window is None:
+            config["how"] = how
         if window is not None:
             config["window"] = window.to_config()
             return Stream(self.pipeline, self.pipeline._add("join", inputs, config, name).id)

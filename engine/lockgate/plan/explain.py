@@ -53,10 +53,11 @@ def _describe(v: PipelineVertex) -> str:
         where = f"postgres table {t['table']}" if t["kind"] == "postgres" else f"{t['format']} files {t['path']}"
         return f"lookup join ({c['how']}) on {c['left_on']} = {c['right_on']} with {where}, read every round"
     if v.op == "interval_join":
+        how = "" if c.get("how", "inner") == "inner" else f"{c['how']} outer "
         if c.get("ttl_us") is not None:
-            return f"join on {c['left_on']} = {c['right_on']} with ttl {timedelta(microseconds=c['ttl_us'])}"
+            return f"{how}join on {c['left_on']} = {c['right_on']} with ttl {timedelta(microseconds=c['ttl_us'])}"
         lo, hi = _signed(c["lower_us"]), _signed(c["upper_us"])
-        return f"interval join on {c['left_on']} = {c['right_on']}: right.ts {lo} <= left.ts <= right.ts {hi}"
+        return f"{how}interval join on {c['left_on']} = {c['right_on']}: right.ts {lo} <= left.ts <= right.ts {hi}"
     if v.op == "deduplicate":
         within = f" within {timedelta(microseconds=c['within_us'])}" if c.get("within_us") else ""
         return f"deduplicate by [{', '.join(c['keys'])}]{within}"

@@ -9,6 +9,11 @@ other side could still match them. Records that arrive later are not below the w
 the state is bounded by the bounds and the watermark, whatever the key count. A round reads
 back only the kept records of the keys its records carry.
 
+An outer join (``how="left"``, ``"right"`` or ``"full"``) also emits each record of its
+outer side(s) that never matched, with the other side's columns null, in the round the record
+leaves the state: then the watermark has made it final (no later record can match it). The other
+side is kept that much longer (until the outer records it could match have left).
+
 A join with a time-to-live (``ttl=``) is the symmetric interval ``[-ttl, +ttl]``: records
 more than ``ttl`` apart in event time do not join, which keeps the result the same on every
 replay (a state TTL counted in processing time would not).
@@ -47,39 +52,79 @@ def interval_join(
     left_ts: tuple[str, bool],
     right_ts: tuple[str, bool],
 ) -> DataFrame:
-    """The pairs this round completes; each side's new records join the other side's kept
-    records and its new ones (new with new once)."""
+    """The pairs this round completes (each side's new records join the other side's kept
+    records and its new ones, new with new once) and, for an outer join, the records that
+    leave the state this round without ever having matched, with the other side's columns null."""
     lower, upper = int(cfg["lower_us"]), int(cfg["upper_us"])
+    how = cfg.get("how", "inner")
     left_on, right_on = list(cfg["left_on"]), list(cfg["right_on"])
     lcols, rcols = list(left.columns), list(right.columns)
     new_l = ctx.cache(left.withColumn(T, event_micros(*left_ts)))
     new_r = ctx.cache(right.withColumn(T, event_micros(*right_ts)))
-    wm = ctx.watermark_us
-    # kept while a record of the other side arriving later (event time >= watermark) can match
-    ctx.set_state(op, StateDelta(new_l.filter(F.col(T) - F.lit(lower) >= F.lit(wm)), None,
-                                 expire_below=(T, wm + lower)), "left")
-    ctx.set_state(op, StateDelta(new_r.filter(F.col(T) + F.lit(upper) >= F.lit(wm)), None,
-                                 expire_below=(T, wm - upper)), "right")
+    prev, wm = ctx.prev_watermark_us, ctx.watermark_us
+    # a record is kept while one of the other side arriving later (event time >= watermark)
+    # can match it: left while ts >= wm + lower, right while ts >= wm - upper. An outer side's
+    # records are judged unmatched when they leave; the other side is kept as long as it could
+    # have matched them (ts >= wm + lower - upper)
+    l_keep = lower + (min(0, -upper) if how in ("right", "full") else 0)
+    r_keep = -upper + (min(0, lower) if how in ("left", "full") else 0)
+    ctx.set_state(op, StateDelta(new_l.filter(F.col(T) >= F.lit(wm + l_keep)), None,
+                                 expire_below=(T, wm + l_keep)), "left")
+    ctx.set_state(op, StateDelta(new_r.filter(F.col(T) >= F.lit(wm + r_keep)), None,
+                                 expire_below=(T, wm + r_keep)), "right")
     l_state, r_state = ctx.state(op, "left"), ctx.state(op, "right")
+    l_state = None if l_state is None or l_state.empty else l_state
+    r_state = None if r_state is None or r_state.empty else r_state
     rnames = output_names(lcols, rcols)
 
-    def pairs(lf: DataFrame, rf: DataFrame) -> DataFrame:
-        ls = lf.select(*[F.col(c).alias(f"__l_{c}") for c in [*lcols, T]])
-        rs = rf.select(*[F.col(c).alias(f"__r_{c}") for c in [*rcols, T]])
-        cond: Column = (F.col(f"__l_{T}") >= F.col(f"__r_{T}") + F.lit(lower)) & (
+    def cond() -> Column:
+        c: Column = (F.col(f"__l_{T}") >= F.col(f"__r_{T}") + F.lit(lower)) & (
             F.col(f"__l_{T}") <= F.col(f"__r_{T}") + F.lit(upper))
         for lk, rk in zip(left_on, right_on, strict=True):
-            cond = cond & (F.col(f"__l_{lk}") == F.col(f"__r_{rk}"))
-        return ls.join(rs, cond, "inner").select(
+            c = c & (F.col(f"__l_{lk}") == F.col(f"__r_{rk}"))
+        return c
+
+    def sides(lf: DataFrame, rf: DataFrame) -> tuple[DataFrame, DataFrame]:
+        return (lf.select(*[F.col(c).alias(f"__l_{c}") for c in [*lcols, T]]),
+                rf.select(*[F.col(c).alias(f"__r_{c}") for c in [*rcols, T]]))
+
+    def pairs(lf: DataFrame, rf: DataFrame) -> DataFrame:
+        ls, rs = sides(lf, rf)
+        return ls.join(rs, cond(), "inner").select(
             *[F.col(f"__l_{c}").alias(c) for c in lcols],
             *[F.col(f"__r_{c}").alias(rnames[c]) for c in rcols],
         )
 
     out = pairs(new_l, new_r)
-    if r_state is not None and not r_state.empty:
+    if r_state is not None:
         out = out.unionByName(pairs(new_l, r_state.lookup(None, _keys_of(new_l, left_on, right_on), right_on)))
-    if l_state is not None and not l_state.empty:
+    if l_state is not None:
         out = out.unionByName(pairs(l_state.lookup(None, _keys_of(new_r, right_on, left_on), left_on), new_r))
+    if how in ("left", "full"):
+        # left records no later right can match any more: kept ones whose time passed, new ones too old
+        leaving = new_l.filter(F.col(T) < F.lit(wm + lower))
+        if l_state is not None:
+            leaving = l_state.select(None, (F.col(T) >= F.lit(prev + lower)) & (F.col(T) < F.lit(wm + lower))
+                                     ).unionByName(leaving)
+        candidates = new_r
+        if r_state is not None:
+            candidates = r_state.lookup(None, _keys_of(leaving, left_on, right_on), right_on).unionByName(new_r)
+        ls, rs = sides(leaving, candidates)
+        lone = ls.join(rs, cond(), "left_anti")
+        out = out.unionByName(lone.select(*[F.col(f"__l_{c}").alias(c) for c in lcols],
+                                          *[F.lit(None).cast(right.schema[c].dataType).alias(rnames[c]) for c in rcols]))
+    if how in ("right", "full"):
+        leaving = new_r.filter(F.col(T) < F.lit(wm - upper))
+        if r_state is not None:
+            leaving = r_state.select(None, (F.col(T) >= F.lit(prev - upper)) & (F.col(T) < F.lit(wm - upper))
+                                     ).unionByName(leaving)
+        candidates = new_l
+        if l_state is not None:
+            candidates = l_state.lookup(None, _keys_of(leaving, right_on, left_on), left_on).unionByName(new_l)
+        ls, rs = sides(candidates, leaving)
+        lone = rs.join(ls, cond(), "left_anti")
+        out = out.unionByName(lone.select(*[F.lit(None).cast(left.schema[c].dataType).alias(c) for c in lcols],
+                                          *[F.col(f"__r_{c}").alias(rnames[c]) for c in rcols]))
     return out
 
 

@@ -119,3 +119,61 @@ def test_explain_shows_the_interval_and_the_state_layout(spark):
     assert "interval join on ['auction'] = ['id']: right.ts + 0:00:00 <= left.ts <= right.ts + 0:01:00" in text
     assert "join on ['seller'] = ['id'] with ttl 0:00:15" in text
     assert "__lg_t bigint" in text
+
+
+OUTER = (timedelta(seconds=-2), timedelta(seconds=5))
+OUTER_COLS = ["auction", "bidder", "price", "date_time", "id", "seller", "auction_time"]
+
+
+def outer_joins() -> lg.Pipeline:
+    p = lg.Pipeline("op_outer_join", cycle_window=timedelta(seconds=10), parallelism=2)
+    bids = p.source(lg.NexmarkSource("bid", start=T0_ISO, **SOURCE), name="bids")
+    auctions = p.source(lg.NexmarkSource("auction", start=T0_ISO, **SOURCE), name="auctions")
+    for how in ("left", "right", "full"):
+        (bids.join(auctions, left_on=["auction"], right_on=["id"], between=OUTER, how=how, name=f"{how}_join")
+         .select(*OUTER_COLS[:-1], "date_time_right AS auction_time", name=f"{how}_cols")
+         .sink(lg.CollectSink(how), name=f"{how}_out"))
+    return p
+
+
+def _outer_reference(how: str) -> pd.DataFrame:
+    bids, auctions = _events("bid"), _events("auction")
+    bids["lid"], auctions["rid"] = range(len(bids)), range(len(auctions))
+    lo, hi = (int(d.total_seconds() * S) for d in OUTER)
+    m = bids.merge(auctions, left_on="auction", right_on="id", suffixes=("", "_right"))
+    pairs = m[(m["date_time"] >= m["date_time_right"] + lo) & (m["date_time"] <= m["date_time_right"] + hi)]
+    pairs = pairs.rename(columns={"date_time_right": "auction_time"})
+    parts = [pairs[OUTER_COLS]]
+    end = (LAST + 1) * 10 * S  # the watermark after the last cycle: records it made final
+    if how in ("left", "full"):
+        lone = bids[~bids["lid"].isin(pairs["lid"]) & (bids["date_time"] < end + lo)]
+        parts.append(lone[["auction", "bidder", "price", "date_time"]])
+    if how in ("right", "full"):
+        lone = auctions[~auctions["rid"].isin(pairs["rid"]) & (auctions["date_time"] + hi < end)]
+        parts.append(lone.rename(columns={"date_time": "auction_time"})[["id", "seller", "auction_time"]])
+    return pd.concat(parts)[OUTER_COLS]
+
+
+def _multiset(df: pd.DataFrame) -> list[tuple]:
+    def norm(v):
+        return None if v is None or (isinstance(v, float) and v != v) or v is pd.NA else int(v)
+    return sorted((tuple(norm(v) for v in r) for r in df[OUTER_COLS].itertuples(index=False)),
+                  key=lambda r: tuple((x is None, x or 0) for x in r))
+
+
+@pytest.mark.parametrize("how", ["left", "right", "full"])
+def test_outer_interval_joins_emit_the_unmatched_once_final(outer, how):
+    want = _outer_reference(how)
+    got = read_sink(outer, "op_outer_join", how)
+    assert (want["id"].isna().sum() > 10) == (how in ("left", "full"))
+    assert (want["bidder"].isna().sum() > 3) == (how in ("right", "full"))
+    assert _multiset(got) == _multiset(want)
+
+
+@pytest.fixture(scope="module")
+def outer(spark, tmp_path_factory):
+    for client in embedded_client(tmp_path_factory.mktemp("op_outer_join")):
+        first = client.run(f"{__file__}:outer_joins", first=W0, last=W0 + 2)
+        second = client.run(f"{__file__}:outer_joins", first=W0 + 3, last=LAST)
+        assert first.state == second.state == "FINISHED"
+        yield client
