@@ -37,13 +37,25 @@ def _alive(client) -> dict[int, dict]:
     return {w["pid"]: w for w in client.list_workers() if w["state"] in ("STARTING", "IDLE", "BUSY")}
 
 
-def _group_gone(pgid: int) -> bool:
+def _group_alive(pgid: int) -> bool:
     for p in psutil.process_iter(["pid", "status"]):
         try:
             if os.getpgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE:
-                return False
+                return True
         except (ProcessLookupError, psutil.Error):
             continue
+    return False
+
+
+def _group_gone(pgid: int, within: float = 10.0) -> bool:
+    """The worker's process group (its JVM included) is gone, now or within a few seconds: a
+    worker leaves by SIGKILL of its own group, and the kernel takes a moment to tear a large JVM
+    down on a loaded machine."""
+    deadline = time.monotonic() + within
+    while _group_alive(pgid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
     return True
 
 
