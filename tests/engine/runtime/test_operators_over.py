@@ -112,3 +112,13 @@ def test_over_is_refused_with_a_clear_error():
         bids.key_by("bidder").over(preceding=3, n=lg.approx_distinct("auction"))
     with pytest.raises(ValueError, match="preceding"):
         bids.key_by("bidder").over(preceding=-1, n=lg.count())
+
+
+def test_explain_shows_the_frames_and_the_state_layout(spark):
+    from lockgate.plan import explain
+    from lockgate.runtime.compiler import compile_pipeline
+
+    text = explain(compile_pipeline(over_bids(), spark))
+    assert "over [bidder] order by event time rows between 3 preceding and current row" in text
+    assert "over [auction] order by event time range between 0:00:05 preceding and current row" in text
+    assert "last_four.history:" in text and "__lg_pos int" in text and "last_four.pending:" in text
