@@ -38,6 +38,7 @@ from .api import (
     min,
     pipeline_factory,
     sum,
+    top_k,
 )
 from .client.base import AsyncClient, CheckpointInfo, Client, CompileResult, JobEvent, JobInfo, RunResult
 from .clock import WindowClock
@@ -135,6 +136,7 @@ __all__ = [
     "connect_async",
     "count",
     "count_distinct",
+    "top_k",
     "load_pipeline",
     "pipeline_factory",
     "max",

@@ -1,6 +1,6 @@
 """The user's DSL: Pipeline, Stream, windows, aggregates, sources and sinks."""
 
-from .aggregates import Aggregate, approx_distinct, avg, collect, count, count_distinct, max, min, sum
+from .aggregates import Aggregate, approx_distinct, avg, collect, count, count_distinct, max, min, sum, top_k
 from .loader import ReferencePolicy, load_pipeline, pipeline_factory
 from .pipeline import Input, OpNode, Pipeline, Stream, WindowedStream
 from .sinks import CollectSink, FileSink, PostgresSink, Sink
@@ -42,4 +42,5 @@ __all__ = [
     "max",
     "min",
     "sum",
+    "top_k",
 ]

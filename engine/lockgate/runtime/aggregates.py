@@ -67,9 +67,17 @@ def partial_exprs(aggs: dict[str, dict[str, Any]], schema: StructType | None = N
             out.append(F.collect_list(c).alias(f"__{name}"))
         elif kind == "count_distinct":
             out.append(F.collect_set(c).alias(f"__{name}"))
+        elif kind == "top_k":
+            entry = F.struct(*[F.col(x) for x in [*a["by"], *a["columns"]]])
+            out.append(_first_k(F.collect_list(entry), a).alias(f"__{name}"))
         else:  # pragma: no cover - guarded by the API
             raise ValueError(f"unknown aggregate kind {kind!r}")
     return out
+
+
+def _first_k(rows: Column, a: dict[str, Any]) -> Column:
+    """The ``k`` first structs of ``rows``: ordered by their fields (the ``by`` columns first)."""
+    return F.slice(F.sort_array(rows, asc=bool(a["ascending"])), 1, int(a["k"]))
 
 
 def merge_exprs(aggs: dict[str, dict[str, Any]]) -> list[Column]:
@@ -91,6 +99,8 @@ def merge_exprs(aggs: dict[str, dict[str, Any]]) -> list[Column]:
                 out.append(F.flatten(F.collect_list(c)).alias(p))
             elif kind == "count_distinct":
                 out.append(F.array_distinct(F.flatten(F.collect_list(c))).alias(p))
+            elif kind == "top_k":
+                out.append(_first_k(F.flatten(F.collect_list(c)), a).alias(p))
     return out
 
 
