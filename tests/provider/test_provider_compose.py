@@ -37,8 +37,11 @@ def _config(cmd: list[str], env: dict[str, str] | None = None) -> dict:
     return json.loads(full.stdout)
 
 
+TOKEN_ENV = {**os.environ, "LOCKGATE_TOKEN": "t0ken"}
+
+
 def test_compose_file_validates_with_a_real_compose_binary(compose_binary):
-    cfg = _config([str(compose_binary)])
+    cfg = _config([str(compose_binary)], TOKEN_ENV)
     services = cfg["services"]
     assert {"postgres", "airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer",
             "airflow-init", "spark-master", "spark-worker", "lockgate-controller"} <= set(services)
@@ -66,6 +69,31 @@ def test_compose_file_validates_with_a_real_compose_binary(compose_binary):
     assert "CREATE DATABASE lockgate" in cfg["configs"]["lockgate-initdb"]["content"]
 
 
+def test_the_token_reaches_the_controller_as_a_secret_file_and_no_environment(compose_binary):
+    """Pipeline code runs in the controller's container as its user (and UDFs on the Spark
+    worker): the token is a secret file there, in no service's environment."""
+    cfg = _config([str(compose_binary)], TOKEN_ENV)
+    services = cfg["services"]
+    for name, service in services.items():
+        env = service.get("environment") or {}
+        assert "LOCKGATE_TOKEN" not in env, name
+        assert all("t0ken" not in str(v) for k, v in env.items() if k != "AIRFLOW_CONN_LOCKGATE_DEFAULT"), name
+    controller = services["lockgate-controller"]
+    assert "--token-file=/run/secrets/lockgate-token" in controller["command"]
+    (secret,) = controller["secrets"]
+    assert (secret["source"], secret["target"], secret["mode"]) == ("lockgate-token", "/run/secrets/lockgate-token", "0400")
+    assert cfg["secrets"]["lockgate-token"]["environment"] == "LOCKGATE_TOKEN"
+    assert "secrets" not in services["spark-worker"]
+
+
+def test_compose_refuses_to_start_without_a_token(compose_binary):
+    env = {k: v for k, v in os.environ.items() if k != "LOCKGATE_TOKEN"}
+    quiet = subprocess.run([str(compose_binary), "-f", str(COMPOSE_FILE), "config", "-q"], capture_output=True,
+                           text=True, env=env, cwd=REPO, timeout=120)
+    assert quiet.returncode != 0
+    assert "set LOCKGATE_TOKEN to the controller's bearer token" in quiet.stderr
+
+
 def test_docker_compose_cli_plugin_accepts_the_file(compose_binary, tmp_path):
     """The same check the way a user runs it, ``docker compose config``, with the binary as a
     Docker CLI plugin (the Docker client is here; no engine is needed for ``config``)."""
@@ -78,4 +106,5 @@ def test_docker_compose_cli_plugin_accepts_the_file(compose_binary, tmp_path):
     env = {**os.environ, "DOCKER_CONFIG": str(tmp_path / "docker"), "LOCKGATE_TOKEN": "t0ken"}
     cfg = _config([docker, "compose"], env)
     conn = json.loads(cfg["services"]["airflow-scheduler"]["environment"]["AIRFLOW_CONN_LOCKGATE_DEFAULT"])
-    assert conn["password"] == "t0ken" == cfg["services"]["lockgate-controller"]["environment"]["LOCKGATE_TOKEN"]
+    assert conn["password"] == "t0ken"
+    assert cfg["services"]["lockgate-controller"]["secrets"][0]["source"] == "lockgate-token"
