@@ -31,7 +31,7 @@ def test_embedded_runs_lose_and_duplicate_nothing(tmp_path: Path, sink_postgres,
     others = interleave(
         ["random"] * kills,
         ["outage:mid-run", "outage:at-start", "outage:mid-run"] if full else ["outage:mid-run"],
-        ["disk"] * (2 if full else 1),
+        ["disk"] * ((2 if full else 1) if sinks_disk is not None else 0),
         [f"concurrent:{n}" for n in ((2, 4, 8) if full else (2,))],
     )
     for step in others:
@@ -48,4 +48,5 @@ def test_embedded_runs_lose_and_duplicate_nothing(tmp_path: Path, sink_postgres,
     assert tally.jobs_checked >= 1
     assert (tally.rows["lost"], tally.rows["duplicated"], tally.rows["wrong"]) == (0, 0, 0)
     assert tally.faults["random"] >= kills and tally.faults["aimed"] >= len(aimed)
-    assert tally.faults["sink_outage"] >= 1 and tally.faults["disk_full"] >= 1 and tally.faults["concurrent"] >= 1
+    assert tally.faults["sink_outage"] >= 1 and tally.faults["concurrent"] >= 1
+    assert tally.faults["disk_full"] >= 1 or sinks_disk is None
