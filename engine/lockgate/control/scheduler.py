@@ -30,6 +30,7 @@ late (its attempt's staged output and snapshot) and stops with one
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -100,8 +101,26 @@ def sinks_of(graph: PipelineGraph) -> dict[str, dict[str, Any]]:
     return out
 
 
-def check_state_layout(old: dict[str, Any], new: dict[str, Any], job: str, window: int) -> None:
-    """Refuse to restore state into a plan whose stateful operators do not fit it."""
+def _setting_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """``name old -> new`` for every setting of one operator that differs."""
+    def show(v: Any) -> str:
+        return "unset" if v is None else json.dumps(v, sort_keys=True)
+
+    return [f"{k} {show(old.get(k))} -> {show(new.get(k))}"
+            for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+
+
+def check_state_layout(
+    old: dict[str, Any],
+    new: dict[str, Any],
+    job: str,
+    window: int,
+    old_settings: dict[str, dict[str, Any]] | None = None,
+    new_settings: dict[str, dict[str, Any]] | None = None,
+) -> None:
+    """Refuse to restore state into a plan whose stateful operators do not fit it: a state
+    table whose columns changed, or (when both plans' settings are given) an operator whose
+    settings changed while its columns did not, which would silently give wrong results."""
     problems = []
     for op, tables in old.items():
         if op not in new:
@@ -112,12 +131,17 @@ def check_state_layout(old: dict[str, Any], new: dict[str, Any], job: str, windo
                 problems.append(
                     f"operator '{op}' state '{table}' changed from [{schema}] to [{new[op].get(table)}]"
                 )
+        if old_settings is not None and new_settings is not None and op in old_settings and op in new_settings:
+            changes = _setting_changes(old_settings[op], new_settings[op])
+            if changes:
+                problems.append(f"operator '{op}' settings changed ({'; '.join(changes)})")
     if problems:
         raise StateLayoutError(
             f"job '{job}': the new plan's state layout does not fit checkpoint {window}: "
             + "; ".join(problems)
-            + ". Keep stateful operators' names, keys and aggregates unchanged to keep state, or rerun "
-            "with --reset-state (reset_state=True) to continue from the checkpoint's positions with empty state."
+            + ". Keep stateful operators' names, keys, windows, aggregates and settings unchanged to keep state, "
+            "or rerun with --reset-state (reset_state=True) to continue from the checkpoint's positions with "
+            "empty state."
         )
 
 
@@ -325,8 +349,10 @@ class CycleScheduler:
         self, window: int, plan_version: str | None, snapshot_uri: str | None, manifest: dict[str, Any]
     ) -> None:
         if plan_version and plan_version != self.graph.version:
-            old = self.catalog.get_plan(plan_version).state_layout
-            check_state_layout(old, self.graph.state_layout(), self.job, window)
+            plan = self.catalog.get_plan(plan_version)
+            old_settings = PipelineGraph.from_json(plan.plan_json).state_settings() if plan.plan_json else None
+            check_state_layout(plan.state_layout, self.graph.state_layout(), self.job, window,
+                               old_settings, self.graph.state_settings())
         if has_state(snapshot_uri, manifest):
             self.snapshots.verify(snapshot_uri, manifest)
 

@@ -157,6 +157,16 @@ class PipelineGraph:
             if v.stateful
         }
 
+    def state_settings(self) -> dict[str, dict[str, Any]]:
+        """Stateful operator -> its settings (keys, window, aggregates, ``n``, bounds, ...):
+        what gives its state a meaning. Two plans whose state tables have the same columns
+        but whose settings differ (a top 3 made a top 5, a window of 10 s made 20 s, a join's
+        bounds widened) cannot share state: :func:`~lockgate.control.scheduler.check_state_layout`
+        compares both."""
+        # through JSON, as a stored plan is read back: tuples and lists compare alike
+        return {v.id: json.loads(json.dumps(v.config, sort_keys=True, default=str))
+                for v in self.vertices.values() if v.stateful}
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,

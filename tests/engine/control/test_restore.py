@@ -49,7 +49,7 @@ bids = pipeline.source(
 )
 auctions = (
     bids.key_by("auction")
-    .window(lg.Tumbling(timedelta(seconds=10)))
+    .window(lg.Tumbling(timedelta(seconds={window_s})))
     .aggregate(bids=lg.count(), top=lg.max("price"){extra_agg}, name="auction_windows")
 )
 auctions{filter}.sink(lg.FileSink({out!r}), name="auction_files")
@@ -74,9 +74,11 @@ class Job:
     def pipeline(self, variant: str = "base") -> str:
         extra_agg = ', low=lg.min("price")' if variant == "new_aggregate" else ""
         flt = '.filter("bids > 0", name="only_bids")' if variant == "filtered" else ""
+        window_s = 20 if variant == "wider_window" else 10
         path = self.root / f"{variant}.py"
         path.write_text(
-            PIPELINE.format(extra_agg=extra_agg, filter=flt, out=str(self.out), pg=self.pg_url, table=self.table)
+            PIPELINE.format(extra_agg=extra_agg, filter=flt, window_s=window_s, out=str(self.out), pg=self.pg_url,
+                            table=self.table)
         )
         return f"{path}:pipeline"
 
@@ -331,6 +333,23 @@ def test_incompatible_state_layout_is_refused_unless_state_is_reset(make_job, re
     new = [dict(r) for (w, r) in out["bidder_pg"] if w == FIRST + 3]
     old = [dict(r) for (w, r) in reference["bidder_pg"] if w == FIRST + 3]
     assert sum(r["bids"] for r in new) < sum(r["bids"] for r in old)
+
+
+def test_a_changed_window_with_the_same_state_columns_is_refused(make_job, reference):
+    """10 s windows made 20 s: the state tables keep their columns, but the partial counts in
+    the checkpoint belong to 10 s windows; carrying them on would give wrong counts silently."""
+    job = make_job("settings")
+    job.run(FIRST, FIRST + 2)
+    before, out_before = job.catalog_state(), job.output()
+    with pytest.raises(StateLayoutError) as info:
+        job.run(FIRST + 3, FIRST + 3, variant="wider_window")
+    msg = str(info.value)
+    assert "operator 'auction_windows' settings changed (window " in msg and "10000000" in msg and "20000000" in msg
+    assert "state 'main' changed" not in msg and "reset_state=True" in msg
+    assert without_error(job.catalog_state()) == without_error(before)
+    assert job.output() == out_before
+    res = job.run(FIRST + 3, FIRST + 3, variant="wider_window", reset_state=True)
+    assert res.state == "FINISHED" and res.windows_run == 1
 
 
 def test_compatible_plan_change_continues_with_state(make_job, reference):
