@@ -42,6 +42,7 @@ from .api import (
 )
 from .client.base import AsyncClient, CheckpointInfo, Client, CompileResult, JobEvent, JobInfo, RunResult
 from .clock import WindowClock
+from .control.catchup import check_catchup
 from .defaults import default_home
 from .errors import (
     CompileError,
@@ -130,6 +131,7 @@ __all__ = [
     "Watermark",
     "WindowGapError",
     "approx_distinct",
+    "check_catchup",
     "avg",
     "collect",
     "connect",

@@ -130,6 +130,34 @@ with DAG("op_events", schedule=None, start_date=datetime(2026, 1, 1), catchup=Fa
         assert partitioned[0].extra["windows"]["2026-01-01T00:01:00"]["window"] == W0 + 1
 
 
+def test_run_windows_with_catchup_runs_a_backlog_in_groups_each_window_committed(lg_env, run_dag, test_dag,
+                                                                                tiny_pipeline):
+    """catchup="3" (templated): six due windows run as two catch-up groups on the embedded
+    engine; each window has its own checkpoint and asset event, only each group's last a
+    snapshot of its own; the rows are the bids of the six minutes, once."""
+    import lockgate
+
+    ref = tiny_pipeline("op_catchup")
+    test_dag("dag_op_catchup", HEADER + f'''
+with DAG("op_catchup", schedule=None, start_date=datetime(2026, 1, 1), catchup=False,
+         params={{"group": "3"}}) as dag:
+    LockgateRunWindowsOperator(task_id="run", pipeline="{ref}", start="2026-01-01T00:00:00+00:00",
+                               end="2026-01-01T00:06:00+00:00", catchup="{{{{ params.group }}}}")
+    LockgateRunWindowsOperator(task_id="bad", pipeline="{ref}", first_window={W0}, last_window={W0},
+                               catchup="lots")
+''')
+    res = run_dag("op_catchup")
+    assert res.tasks["run"][0] == "success", res.tasks
+    assert res.tasks["bad"][0] == "failed", res.tasks
+    result = res.xcom("run")
+    assert (result["first_window"], result["last_window"], result["windows"]) == (W0, W0 + 5, 6)
+    assert result["rows_in"] == _bids(0, 720)
+    cps = lockgate.connect("embedded", home=str(lg_env.home)).list_checkpoints("op_catchup")
+    assert [cp.window for cp in cps] == list(range(W0, W0 + 6))
+    assert [cp.window for cp in cps if cp.snapshot_uri] == [W0 + 2, W0 + 5]
+    assert sum(cp.rows_in for cp in cps) == _bids(0, 720)
+
+
 def test_sensor_poke_reschedule_deferrable_and_timeout(lg_env, run_dag, test_dag, tiny_pipeline):
     import lockgate
 

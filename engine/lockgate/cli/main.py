@@ -3,6 +3,7 @@
     lockgate compile  PIPELINE
     lockgate explain  PIPELINE [--json]
     lockgate run      PIPELINE (--from T --to T | --from-window N --to-window N | --until-caught-up)
+                      [--catchup auto|off|N]
     lockgate follow   JOB
     lockgate jobs
     lockgate checkpoints JOB
@@ -31,6 +32,7 @@ import warnings
 from datetime import UTC, datetime
 from typing import Any
 
+from ..control.catchup import GroupSizer
 from ..errors import InvalidArgumentError, LockgateError
 
 #: exit status of a command whose output pipe was closed (128 + SIGPIPE, as a shell reports it)
@@ -78,6 +80,10 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--to-window", type=int, default=None, help="last window, inclusive")
     r.add_argument("--until-caught-up", action="store_true", help="run every window the sources hold data for")
     r.add_argument("--reset-state", action="store_true", help="continue with empty keyed state")
+    r.add_argument("--catchup", default=None, metavar="auto|off|N",
+                   help="due windows one catch-up group may run in one go, each still committed on its own: "
+                        "auto (adaptive), off (one window per round) or a number (default: $LOCKGATE_CATCHUP, "
+                        "else auto)")
     r.add_argument("--no-progress", action="store_true")
     _reattach_flag(r)
     f = sub.add_parser("follow", help="follow a job under way until it rests (FINISHED, STOPPED or FAILED)")
@@ -156,13 +162,16 @@ def _run(args: argparse.Namespace, client: Any) -> int:
         raise LockgateError("say which windows to run: --from T --to T, --to-window N, or --until-caught-up")
     if first is not None and last is not None and last < first:
         raise InvalidArgumentError(f"--to-window {last} is before --from-window {first}: nothing to run")
+    if args.catchup is not None:
+        GroupSizer.parse(args.catchup, "--catchup")
     total = (last - first + 1) if (first is not None and last is not None) else None
     progress = Progress(total, enabled=not args.no_progress and not args.json)
     tally = Tally(progress)
     try:
         try:
             res = client.run(args.pipeline, job=args.job, first=first, last=last,
-                             until_caught_up=args.until_caught_up, reset_state=args.reset_state, on_event=tally)
+                             until_caught_up=args.until_caught_up, reset_state=args.reset_state, on_event=tally,
+                             catchup=args.catchup)
         except RunDetachedError as err:
             res = _reattach(args, err, first, last, tally, progress, t0)
     finally:

@@ -50,8 +50,14 @@ class Client(ABC):
         until_caught_up: bool = False,
         reset_state: bool = False,
         on_event: EventHandler | None = None,
+        catchup: str | int | None = None,
     ) -> RunResult:
-        """Run windows ``first..last`` in order (committed ones are skipped, a gap is an error)."""
+        """Run windows ``first..last`` in order (committed ones are skipped, a gap is an error).
+
+        ``catchup``: how many due windows one catch-up group may run in one go, each still
+        committed and checkpointed on its own: ``"auto"`` (adaptive), ``"off"`` (one window
+        per round) or a whole number; None takes ``$LOCKGATE_CATCHUP`` of the process that
+        schedules the rounds (``auto`` when unset)."""
 
     @abstractmethod
     def start_run(
@@ -63,6 +69,7 @@ class Client(ABC):
         last: int | None = None,
         until_caught_up: bool = False,
         reset_state: bool = False,
+        catchup: str | int | None = None,
     ) -> JobInfo:
         """Like :meth:`run`, but return as soon as the run has begun; follow it with
         :meth:`get_job`, :meth:`list_checkpoints` or :meth:`watch` (what deferrable Airflow

@@ -19,6 +19,7 @@ from ..api.loader import load_pipeline
 from ..checkpoint.catalog import Catalog
 from ..checkpoint.snapshots import SnapshotStore
 from ..clock import to_micros
+from ..control.catchup import GroupSizer
 from ..control.jobs import JobOperations, compile_result, windows_for
 from ..control.scheduler import CycleScheduler
 from ..defaults import default_home, default_spark_master
@@ -140,9 +141,13 @@ class EmbeddedClient(Client):
         until_caught_up: bool = False,
         reset_state: bool = False,
         on_event: EventHandler | None = None,
+        catchup: str | int | None = None,
+        stop: threading.Event | None = None,
     ) -> RunResult:
+        """See :meth:`Client.run`; ``stop`` (this client only), once set, ends the run at the
+        next boundary between rounds, the job STOPPED with what it committed."""
         return self._run(pipeline, job=job, first=first, last=last, until_caught_up=until_caught_up,
-                         reset_state=reset_state, on_event=on_event)
+                         reset_state=reset_state, on_event=on_event, catchup=catchup, stop=stop)
 
     def _run(
         self,
@@ -154,10 +159,13 @@ class EmbeddedClient(Client):
         until_caught_up: bool,
         reset_state: bool,
         on_event: EventHandler | None,
+        catchup: str | int | None = None,
         stop: threading.Event | None = None,
     ) -> RunResult:
+        if catchup is not None:
+            GroupSizer.parse(catchup)  # a bad value is refused before anything starts
         sched = self._prepared(pipeline, job, reset_state, on_event)
-        s = self.jobs.run_range(sched, first, last, until_caught_up, stop)
+        s = self.jobs.run_range(sched, first, last, until_caught_up, stop, catchup=catchup)
         return RunResult(
             s.job, s.first_window, s.last_window, s.windows_run, s.windows_skipped, s.rows_in, s.rows_out,
             s.late_rows, round(s.elapsed_s, 3), s.state,
@@ -172,9 +180,12 @@ class EmbeddedClient(Client):
         last: int | None = None,
         until_caught_up: bool = False,
         reset_state: bool = False,
+        catchup: str | int | None = None,
     ) -> JobInfo:
+        if catchup is not None:
+            GroupSizer.parse(catchup)
         return self._background(pipeline, job, reset_state, lambda sched, stop, started: self.jobs.run_range(
-            sched, first, last, until_caught_up, stop, on_started=started))
+            sched, first, last, until_caught_up, stop, on_started=started, catchup=catchup))
 
     def start(self, pipeline: str, *, job: str | None = None, reset_state: bool = False) -> JobInfo:
         return self._background(pipeline, job, reset_state, lambda sched, stop, started: self.jobs.run_continuous(

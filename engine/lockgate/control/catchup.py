@@ -7,9 +7,11 @@ windows in one go on the worker (sources read once, state carried in memory, one
 the group's end) and still commits every window on its own, in order, each with its own
 checkpoint row: see :meth:`lockgate.runtime.cycle.CycleRunner.run_group`.
 
-``LOCKGATE_CATCHUP`` sets the group size:
+A run's ``catchup`` option (``lockgate run --catchup``, ``Client.run(catchup=...)``, the Airflow
+operators' ``catchup``) sets the group size; ``LOCKGATE_CATCHUP`` is the default for runs that
+give none:
 
-- ``auto`` (default): adaptive, from 2 windows up to :data:`AUTO_MAX`, aiming at groups of
+- ``auto`` (default): adaptive, from :data:`AUTO_START` windows up to :data:`AUTO_MAX`, aiming at groups of
   about :data:`TARGET_S` seconds, so a drain or a failure never waits long and progress keeps
   moving;
 - a whole number ``N``: groups of at most ``N`` windows;
@@ -29,6 +31,8 @@ from ..errors import InvalidArgumentError
 AUTO_MAX = 64
 #: the first adaptive group
 AUTO_START = 4
+#: the largest group a fixed size may ask for
+MAX_GROUP = 10_000
 #: seconds an adaptive group aims at
 TARGET_S = 10.0
 
@@ -45,19 +49,27 @@ class GroupSizer:
     @classmethod
     def from_setting(cls, raw: str | None = None) -> GroupSizer:
         """Parse ``LOCKGATE_CATCHUP`` (or ``raw``): ``auto``, ``off`` or a whole number."""
-        value = (os.environ.get("LOCKGATE_CATCHUP", "") if raw is None else raw).strip().lower()
-        if value in ("", "auto"):
+        if raw is None:
+            return cls.parse(os.environ.get("LOCKGATE_CATCHUP", ""), "LOCKGATE_CATCHUP")
+        return cls.parse(raw, "LOCKGATE_CATCHUP")
+
+    @classmethod
+    def parse(cls, value: str | int, setting: str = "catchup") -> GroupSizer:
+        """A group size from ``value`` (``"auto"`` or empty, ``"off"``, or a whole number of
+        windows, as a string or an int); ``setting`` names it in the error."""
+        text = str(value).strip().lower()
+        if text in ("", "auto"):
             return cls(AUTO_MAX, True, AUTO_START)
-        if value == "off":
+        if text == "off":
             return cls(1, False, 1)
         try:
-            n = int(value)
+            n = int(text)
         except ValueError:
             n = 0
-        if n < 1:
+        if n < 1 or n > MAX_GROUP:
             raise InvalidArgumentError(
-                f"LOCKGATE_CATCHUP={raw if raw is not None else os.environ.get('LOCKGATE_CATCHUP')!r}: expected "
-                "'auto' (adaptive groups, the default), 'off', or the most windows a catch-up group may hold (1 or more)"
+                f"{setting}={value!r}: expected 'auto' (adaptive groups, the default), 'off', or the most "
+                f"windows a catch-up group may hold (1 to {MAX_GROUP})"
             )
         return cls(n, False, n)
 
@@ -72,3 +84,14 @@ class GroupSizer:
         per_window = seconds / windows
         wanted = int(TARGET_S / per_window)
         self.size = max(2, min(self.limit, wanted, max(self.size, windows) * 2))
+
+
+def check_catchup(value: str | int, setting: str = "catchup") -> str:
+    """``value`` as a catch-up setting, checked and normalised (``"auto"``, ``"off"`` or a
+    number as text); raises :class:`~lockgate.errors.InvalidArgumentError` naming ``setting``.
+
+    >>> check_catchup(" Auto "), check_catchup(8)
+    ('auto', '8')
+    """
+    GroupSizer.parse(value, setting)
+    return str(value).strip().lower() or "auto"

@@ -30,6 +30,7 @@ from ..plan.logical import PipelineGraph
 from ..runtime.availability import available_from, available_until
 from ..runtime.committers import committer_for
 from ..states import JobState, is_terminal
+from .catchup import GroupSizer
 from .info import CheckpointInfo, CompileResult, JobInfo
 from .scheduler import CycleScheduler, RunSummary, sinks_of
 from .transitions import JobTransitions
@@ -296,13 +297,17 @@ class JobOperations:
         stop: threading.Event | None = None,
         on_range: Callable[[int, int], None] | None = None,
         on_started: Callable[[], None] | None = None,
+        catchup: str | int | None = None,
     ) -> RunSummary:
         """Run a prepared job's windows ``first..last`` (defaults: its resume point; where its
         sources are caught up when ``until_caught_up``). ``on_range`` hears the resolved range
-        before any round, ``on_started`` when rounds begin. Any error before the first round
-        leaves the job FAILED with it (through the scheduler)."""
+        before any round, ``on_started`` when rounds begin; ``catchup`` sets the catch-up group
+        size (:meth:`~lockgate.control.catchup.GroupSizer.parse`; None: ``LOCKGATE_CATCHUP``).
+        Any error before the first round leaves the job FAILED with it (through the scheduler)."""
         graph, job = sched.graph, sched.job
         try:
+            if catchup is not None:
+                sched.sizer = GroupSizer.parse(catchup)
             if first is None:
                 first = resume_point(graph, job, sched.last_window)
             if last is None:

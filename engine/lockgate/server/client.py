@@ -165,9 +165,10 @@ class GrpcClient(_Base, Client):
 
     @staticmethod
     def _run_request(pipeline: str, job: str | None, first: int | None, last: int | None, until_caught_up: bool,
-                     reset_state: bool, spark_master: str | None) -> pb.RunRequest:
+                     reset_state: bool, spark_master: str | None, catchup: str | int | None) -> pb.RunRequest:
         req = pb.RunRequest(pipeline=pipeline, job=job or "", until_caught_up=until_caught_up,
-                            reset_state=reset_state, spark_master=spark_master or "")
+                            reset_state=reset_state, spark_master=spark_master or "",
+                            catchup="" if catchup is None else str(catchup))
         if first is not None:
             req.first = first
         if last is not None:
@@ -185,8 +186,9 @@ class GrpcClient(_Base, Client):
         reset_state: bool = False,
         on_event: EventHandler | None = None,
         spark_master: str | None = None,
+        catchup: str | int | None = None,
     ) -> RunResult:
-        req = self._run_request(pipeline, job, first, last, until_caught_up, reset_state, spark_master)
+        req = self._run_request(pipeline, job, first, last, until_caught_up, reset_state, spark_master, catchup)
         result = None
         started: JobInfo | None = None
         planned: int | None = None
@@ -225,8 +227,9 @@ class GrpcClient(_Base, Client):
         until_caught_up: bool = False,
         reset_state: bool = False,
         spark_master: str | None = None,
+        catchup: str | int | None = None,
     ) -> JobInfo:
-        req = self._run_request(pipeline, job, first, last, until_caught_up, reset_state, spark_master)
+        req = self._run_request(pipeline, job, first, last, until_caught_up, reset_state, spark_master, catchup)
         return convert.job_from_pb(self._call("StartRun", req, self.long_timeout))
 
     def start(self, pipeline: str, *, job: str | None = None, reset_state: bool = False,

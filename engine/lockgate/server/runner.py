@@ -101,6 +101,8 @@ class RunSpec:
     until_caught_up: bool = False
     reset_state: bool = False
     spark_master: str | None = None
+    #: catch-up group size ("auto", "off", a number); None: the controller's $LOCKGATE_CATCHUP
+    catchup: str | None = None
     stop: bool = False
     requested: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
 
@@ -445,7 +447,7 @@ class JobRunner:
         else:
             spec = self.spec
             ctx.jobs.run_range(sched, spec.first, spec.last, spec.until_caught_up, self.stop_event,
-                               on_range=self._planned, on_started=self.started.set)
+                               on_range=self._planned, on_started=self.started.set, catchup=spec.catchup)
 
     def _planned(self, first: int, last: int) -> None:
         """The run's range is known: kept with the job, so a restarted controller resumes the same range."""

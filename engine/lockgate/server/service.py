@@ -26,6 +26,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from ..control.catchup import GroupSizer
 from ..errors import LockgateError
 from ..logs import get_logger, log_event
 from . import convert, security
@@ -127,10 +128,13 @@ class ControllerService(pb_grpc.ControllerServicer):
                 check_window(name, w)
         _job(request, new=True)
         check_text("the Spark master", request.spark_master)
+        check_text("catchup", request.catchup)
+        if request.catchup:
+            GroupSizer.parse(request.catchup)  # INVALID_ARGUMENT before anything runs
         return RunSpec(
             mode="range", first=first, last=last,
             until_caught_up=request.until_caught_up, reset_state=request.reset_state,
-            spark_master=request.spark_master or None,
+            spark_master=request.spark_master or None, catchup=request.catchup or None,
         )
 
     @handles_errors

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -360,10 +361,15 @@ class LockgateHook(BaseHook):
         last_cp = max(cps, key=lambda c: c.window) if cps else None
         raise LockgateWindowGapError(gap_message(job, first, last, done, last_cp))
 
-    def start_run(self, pipeline: str, job: str, first: int, last: int, *, reset_state: bool = False) -> JobInfo:
-        """Start windows ``first..last`` of ``job`` on the controller and return at once."""
+    def start_run(
+        self, pipeline: str, job: str, first: int, last: int, *, reset_state: bool = False,
+        catchup: str | int | None = None,
+    ) -> JobInfo:
+        """Start windows ``first..last`` of ``job`` on the controller and return at once
+        (``catchup``: the catch-up group size; None: the controller's default)."""
         with airflow_errors(pipeline=pipeline):
-            return self.get_conn().start_run(pipeline, job=job, first=first, last=last, reset_state=reset_state)
+            return self.get_conn().start_run(pipeline, job=job, first=first, last=last, reset_state=reset_state,
+                                             catchup=catchup)
 
     # -- waiting for windows ----------------------------------------------------------------
     def run_windows(
@@ -375,26 +381,40 @@ class LockgateHook(BaseHook):
         *,
         reset_state: bool = False,
         stop: threading.Event | None = None,
+        catchup: str | int | None = None,
     ) -> dict[int, dict[str, Any]]:
-        """Run the windows ``first..last`` of ``job`` not yet committed, here, one at a time.
+        """Run the windows ``first..last`` of ``job`` not yet committed, here (embedded engine).
 
-        Running window by window is what lets ``stop`` (set when the task is killed) end the
-        run at a window boundary. Returns the rows in and out each window reported.
+        Without ``catchup`` the windows run one at a time, so ``stop`` (set when the task is
+        killed) ends the run at the next window boundary. With ``catchup`` (``"auto"``, a
+        number) the whole range is one run whose due windows go in catch-up groups, each
+        window still committed and checkpointed on its own, and ``stop`` ends it at the next
+        group's boundary. Returns the rows in and out each window reported.
 
         :param reset_state: start the first window run here with empty keyed state.
         :param stop: set to stop before the next window (the task was killed).
+        :param catchup: catch-up group size for a backlog (``"auto"``, ``"off"``, a number).
         """
         client = self.get_conn()
         rows: dict[int, dict[str, Any]] = {}
-
-        def on_event(event: JobEvent) -> None:
-            if event.kind == "cycle_done" and event.window is not None:
-                rows[event.window] = {"rows_in": event.rows_in, "rows_out": event.rows_out}
-
         info = self.get_job(job)
         done = info.last_window if info is not None else None
         begin = first if done is None else max(first, done + 1)
         total = last - begin + 1
+        t_start = time.monotonic()
+
+        def on_event(event: JobEvent) -> None:
+            if event.kind == "cycle_done" and event.window is not None:
+                rows[event.window] = {"rows_in": event.rows_in, "rows_out": event.rows_out}
+                if grouped:
+                    self.log.info("Window %d committed (%d/%d): %s rows in, %s rows out, %.1fs since the start",
+                                  event.window, len(rows), total, event.rows_in, event.rows_out,
+                                  time.monotonic() - t_start)
+
+        grouped = catchup is not None and str(catchup).strip().lower() != "off"
+        if grouped:
+            self._run_grouped(client, pipeline, job, first, begin, last, reset_state, stop, catchup, on_event)
+            return rows
         for i, w in enumerate(range(begin, last + 1)):
             if stop is not None and stop.is_set():
                 raise AirflowException(
@@ -421,6 +441,35 @@ class LockgateHook(BaseHook):
                 w, i + 1, total, got.get("rows_in", "?"), got.get("rows_out", "?"), time.monotonic() - t0,
             )
         return rows
+
+    def _run_grouped(
+        self, client: Any, pipeline: str, job: str, first: int, begin: int, last: int, reset_state: bool,
+        stop: threading.Event | None, catchup: str | int, on_event: Callable[[JobEvent], None],
+    ) -> None:
+        """``run_windows`` as one run in catch-up groups; failures say where a retry resumes."""
+        try:
+            with airflow_errors(pipeline=pipeline):
+                res = client.run(pipeline, job=job, first=begin, last=last, reset_state=reset_state,
+                                 on_event=on_event, catchup=catchup, stop=stop)
+        except AirflowException:
+            raise
+        except Exception as err:
+            info = self.get_job(job)
+            done = info.last_window if info is not None else None
+            at = begin if done is None or done < begin else done + 1
+            committed = f"windows {first}..{at - 1} are committed" if at > first else "no window of this run is committed"
+            self.log.error("Window %d failed:\n%s: %s", at, type(err).__name__, err)
+            raise AirflowException(
+                f"Lockgate job '{job}' failed in window {at}: {short_error(f'{type(err).__name__}: {err}')}. "
+                f"{committed}; a retry restores the checkpoint of window {at - 1} and resumes at window {at}."
+            ) from err
+        if res.state != "FINISHED":
+            info = self.get_job(job)
+            done = info.last_window if info is not None and info.last_window is not None else begin - 1
+            raise AirflowException(
+                f"Killed: stopped cleanly at the boundary after window {done}; windows {first}..{done} are "
+                f"committed and a retry resumes at window {done + 1}"
+            )
 
     def wait_for_windows(
         self,

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import Asset, AssetAlias, BaseOperator, ResumableJobMixin
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from lockgate.errors import JobStateError
+from lockgate import check_catchup
+from lockgate.errors import JobStateError, LockgateError
 from lockgate_provider.assets import lockgate_asset
 from lockgate_provider.hooks.lockgate import LockgateHook
 from lockgate_provider.links.lockgate import LockgateJobLink
@@ -191,6 +192,11 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
     :param poll_interval: Seconds between two looks at the job when following it.
     :param reset_state: Start this run with empty keyed state (after a restore, or a plan
         change that alters the state layout).
+    :param catchup: Catch-up group size for a backlog (templated): ``"auto"`` (adaptive),
+        ``"off"`` or the most windows one group may run in one go; every window is still
+        committed and checkpointed on its own. ``None`` (default): one window at a time with
+        the embedded engine (a kill stops at the next window), the controller's default
+        (``$LOCKGATE_CATCHUP``, else ``auto``) with a controller.
     :param window_asset: The asset that per-window events attach to through alias outlets.
     :param partition_by_window: Give plain asset outlets one partition key per window.
     :param stop_on_kill: Stop the job at a window boundary when the task is killed.
@@ -201,7 +207,7 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
     """
 
     template_fields: Sequence[str] = (
-        "pipeline", "job", "start", "end", "first_window", "last_window", "lockgate_conn_id",
+        "pipeline", "job", "start", "end", "first_window", "last_window", "catchup", "lockgate_conn_id",
     )
     ui_color = "#aed6f1"
     external_id_key = "lockgate_run"
@@ -218,6 +224,7 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
         deferrable: bool = True,
         poll_interval: float = 5.0,
         reset_state: bool = False,
+        catchup: str | int | None = None,
         window_asset: Asset | None = None,
         partition_by_window: bool = False,
         stop_on_kill: bool = True,
@@ -235,6 +242,7 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
         self.deferrable = deferrable
         self.poll_interval = poll_interval
         self.reset_state = reset_state
+        self.catchup = catchup
         self.window_asset = window_asset
         self.partition_by_window = partition_by_window
         self.stop_on_kill = stop_on_kill
@@ -254,6 +262,7 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
         asked only what it must: the job's name when none is given, and the windows of a time
         range; a compile error then comes back from those calls, or from starting the run.
         """
+        self._catchup()  # a bad value fails the task before anything runs
         compiled = self.hook.compile_pipeline(self.pipeline) if self.hook.embedded or not self.job else None
         job = self.job or compiled.pipeline
         first = as_window(self.first_window, "first_window")
@@ -298,6 +307,15 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
         )
         return self.execute_resumable(context)
 
+    def _catchup(self) -> str | None:
+        """The rendered ``catchup`` (None, or ``"auto"``, ``"off"``, a number), checked."""
+        if self.catchup is None or str(self.catchup).strip() == "":
+            return None
+        try:
+            return check_catchup(self.catchup, "catchup")
+        except LockgateError as err:
+            raise AirflowFailException(str(err)) from err
+
     # -- ResumableJobMixin --------------------------------------------------------------
     def _external_id(self) -> dict[str, Any]:
         p = self._plan
@@ -317,7 +335,8 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
         if done is not None and done >= p["last"]:
             self.log.info("Every window of the range is committed already: nothing to run")
         elif not self.hook.embedded:
-            started = self.hook.start_run(self.pipeline, p["job"], p["first"], p["last"], reset_state=self.reset_state)
+            started = self.hook.start_run(self.pipeline, p["job"], p["first"], p["last"], reset_state=self.reset_state,
+                                          catchup=self._catchup())
             self.log.info("Started job %r on %s (%s)", started.name, self.hook.address, started.state)
         return self._external_id()
 
@@ -342,7 +361,8 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
         p = self._plan
         if self.hook.embedded:
             rows = self.hook.run_windows(
-                self.pipeline, p["job"], p["first"], p["last"], reset_state=self.reset_state, stop=self._kill
+                self.pipeline, p["job"], p["first"], p["last"], reset_state=self.reset_state, stop=self._kill,
+                catchup=self._catchup(),
             )
             self._window_rows.update(rows)
         elif self.deferrable:

@@ -124,6 +124,15 @@ def test_bad_reference_is_a_clean_error(setup):
     assert "does not exist" in proc.stderr and "Traceback" not in proc.stderr
 
 
+def test_a_bad_catchup_is_one_line_before_any_round(setup):
+    home, _ = setup
+    proc = lockgate(home, "run", "no/such/file.py:pipeline", "--to-window", "5", "--catchup", "zero", check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "lockgate: error: --catchup='zero': expected 'auto' (adaptive groups, the default), 'off', or the most "
+        "windows a catch-up group may hold (1 to 10000)"]
+
+
 BROKEN = {
     "unknown_column": '''
 import lockgate as lg

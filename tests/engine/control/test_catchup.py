@@ -72,6 +72,19 @@ def test_group_sizer_parses_the_setting_and_refuses_nonsense():
             GroupSizer.from_setting(bad)
 
 
+def test_a_run_refuses_a_bad_catchup_before_anything_runs(spark, tmp_path):
+    client = lg.connect("embedded", home=str(tmp_path / "home"))
+    try:
+        for bad in ("0", "lots", 0, 10_001):
+            with pytest.raises(InvalidArgumentError, match=r"catchup=.*'auto'.*'off'.*1 to 10000"):
+                client.run(REF, first=W0, last=W0, catchup=bad)
+        with pytest.raises(lg.JobNotFoundError):
+            client.get_job("catchup")  # nothing was registered
+    finally:
+        client.close()
+    assert lg.check_catchup(" AUTO ") == "auto" and lg.check_catchup(3) == "3" and lg.check_catchup("off") == "off"
+
+
 def test_adaptive_groups_grow_while_windows_are_cheap_and_shrink_when_slow():
     sizer = GroupSizer.from_setting("auto")
     start = sizer.size
@@ -93,10 +106,10 @@ def runs(spark, tmp_path_factory):
     clients = {}
     try:
         for mode, home in homes.items():
-            mp.setenv("LOCKGATE_CATCHUP", mode)
+            mp.setenv("LOCKGATE_CATCHUP", "auto")  # the run's catchup= wins over the default
             mp.setenv("LOCKGATE_STATE_MAX_DELTAS", "1")
             client = lg.connect("embedded", home=str(home))
-            client.run(REF, first=W0, last=LAST)
+            client.run(REF, first=W0, last=LAST, catchup=mode if mode == "off" else int(mode))
             clients[mode] = client
         mp.setenv("LOCKGATE_CATCHUP", "3")
         yield clients

@@ -103,6 +103,21 @@ def test_run_through_controller_and_worker_matches_embedded(setup, finished, ref
                  in (["IDLE"], ["STARTING"]), 120, "one standby worker")
 
 
+def test_a_run_through_the_controller_in_catch_up_groups_writes_the_same(setup, finished, reference):
+    """catchup=2 on the run request: the controller hands its worker two windows at a time;
+    every window is committed with its own checkpoint, only each group's last holds a
+    snapshot, and the output is the uninterrupted run's."""
+    srv, root, controller, client = setup
+    ref, out = srv.write_pipeline(root / "grouped", "grouped", EVENTS)
+    last = srv.FIRST + srv.windows(EVENTS) - 1
+    res = client.run(ref, job="grouped", first=srv.FIRST, last=last, catchup=2)
+    assert res.state == "FINISHED" and res.windows_run == 4 and res.rows_in == 7360
+    assert srv.outputs(client.read_sink, "grouped", out) == reference(EVENTS)
+    cps = client.list_checkpoints("grouped")
+    assert [c.window for c in cps] == list(range(srv.FIRST, last + 1))
+    assert [c.window for c in cps if c.snapshot_uri] == [srv.FIRST + 1, srv.FIRST + 3]
+
+
 def _lockgate(controller, *args: str) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "lockgate.cli.main", "--controller", controller.url, *args]
     env = {k: v for k, v in os.environ.items() if k != "LOCKGATE_CONTROLLER"}
@@ -174,6 +189,12 @@ def test_bad_requests_get_their_status_codes(setup, finished, tmp_path):
     # bad arguments
     code, details = _status(stub.StartRun, pb.RunRequest(pipeline=ref, job="main", first=5, last=4))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "before the first" in details
+    for bad in ("0", "lots", "-3"):
+        code, details = _status(stub.StartRun, pb.RunRequest(pipeline=ref, job="main", first=last + 1,
+                                                             last=last + 1, catchup=bad))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and f"catchup={bad!r}" in details, (bad, details)
+    with pytest.raises(InvalidArgumentError, match="'auto'.*'off'"):
+        client.start_run(ref, job="main", first=last + 1, last=last + 1, catchup="never")
 
     # a window gap: FAILED_PRECONDITION naming the missing windows
     code, details = _status(stub.StartRun, pb.RunRequest(pipeline=ref, job="main", first=last + 3, last=last + 4))

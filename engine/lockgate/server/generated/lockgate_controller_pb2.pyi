@@ -79,7 +79,7 @@ class WindowsForResponse(_message.Message):
     def __init__(self, first: _Optional[int] = ..., last: _Optional[int] = ...) -> None: ...
 
 class RunRequest(_message.Message):
-    __slots__ = ("pipeline", "job", "first", "last", "until_caught_up", "reset_state", "spark_master")
+    __slots__ = ("pipeline", "job", "first", "last", "until_caught_up", "reset_state", "spark_master", "catchup")
     PIPELINE_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
     FIRST_FIELD_NUMBER: _ClassVar[int]
@@ -87,6 +87,7 @@ class RunRequest(_message.Message):
     UNTIL_CAUGHT_UP_FIELD_NUMBER: _ClassVar[int]
     RESET_STATE_FIELD_NUMBER: _ClassVar[int]
     SPARK_MASTER_FIELD_NUMBER: _ClassVar[int]
+    CATCHUP_FIELD_NUMBER: _ClassVar[int]
     pipeline: str
     job: str
     first: int
@@ -94,7 +95,8 @@ class RunRequest(_message.Message):
     until_caught_up: bool
     reset_state: bool
     spark_master: str
-    def __init__(self, pipeline: _Optional[str] = ..., job: _Optional[str] = ..., first: _Optional[int] = ..., last: _Optional[int] = ..., until_caught_up: _Optional[bool] = ..., reset_state: _Optional[bool] = ..., spark_master: _Optional[str] = ...) -> None: ...
+    catchup: str
+    def __init__(self, pipeline: _Optional[str] = ..., job: _Optional[str] = ..., first: _Optional[int] = ..., last: _Optional[int] = ..., until_caught_up: _Optional[bool] = ..., reset_state: _Optional[bool] = ..., spark_master: _Optional[str] = ..., catchup: _Optional[str] = ...) -> None: ...
 
 class RunUpdate(_message.Message):
     __slots__ = ("started", "event", "result")
