@@ -1,15 +1,29 @@
 """State that grows: a round's cost against the size of the keyed state it carries.
 
-A running aggregate (``key_by(key).aggregate(count, sum)``) first sees ``--keys`` distinct
-keys in one window, then ``--windows`` windows of ``--rows`` records each over random keys
-of that set, so the state holds ``--keys`` rows throughout while each window touches a few
-of them. The same data runs twice in one process and one SparkSession: with incremental
-state (deltas, ``LOCKGATE_STATE_MAX_DELTAS=8``) and with a full snapshot every round
-(``LOCKGATE_STATE_MAX_DELTAS=0``, how rounds worked before deltas). It prints and writes
-(``--out``, JSON) the median round time and snapshot bytes per round of each, after the
-first window, and checks that both left the same totals as a pandas group-by over the data.
+Two workloads, each over ``--keys`` distinct keys: first one window holding every key once,
+then ``--windows`` windows of ``--rows`` records each over random keys of that set, so the
+state holds ``--keys`` rows throughout while each window touches a few of them:
 
-    python -m bench.state_growth --keys 1000000 --rows 20000 --windows 12
+- ``aggregate``: a running aggregate, ``key_by(key).aggregate(count, sum)``;
+- ``dedup``: ``key_by(key).deduplicate()`` (every key kept forever: no ``within``).
+
+Three contenders run the same data, in one process and one SparkSession, one window (one
+file) per round or micro-batch:
+
+- ``incremental``: Lockgate with incremental state (deltas, ``LOCKGATE_STATE_MAX_DELTAS=8``);
+- ``full``: Lockgate writing a full snapshot every round (``LOCKGATE_STATE_MAX_DELTAS=0``, how
+  rounds worked before deltas);
+- ``sss_rocksdb``: Spark Structured Streaming with the RocksDB state store and changelog
+  checkpointing (``groupBy().agg()`` in update mode, ``dropDuplicates()`` in append mode),
+  ``maxFilesPerTrigger=1``, each micro-batch written to Parquet by ``foreachBatch``.
+
+It prints and writes (``--out``, JSON) each contender's median round (Lockgate: from the
+cycle's start to its checkpoint; Structured Streaming: a micro-batch's ``triggerExecution``)
+and the bytes its checkpoint gained per round, after the first window; and checks every
+contender's result against pandas over the same data (the aggregate's totals per key, the
+dedup's set of keys and one output row per key).
+
+    python -m bench.state_growth --keys 10000,100000,1000000 --workloads aggregate,dedup
 """
 
 from __future__ import annotations
@@ -29,18 +43,26 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bench.config import ROCKSDB_CONF
+
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 CYCLE = timedelta(seconds=10)
+WORKLOADS = ("aggregate", "dedup")
+CONTENDERS = ("full", "incremental", "sss_rocksdb")
 
 PIPELINE = '''
 from datetime import timedelta
 import lockgate as lg
 
 pipeline = lg.Pipeline("growth", cycle_window=timedelta(seconds=10), parallelism=2)
-(pipeline.source(lg.FileSource({path!r}, format="parquet", event_time="ts"), name="events")
-    .key_by("key").aggregate(n=lg.count(), total=lg.sum("value"), name="totals")
-    .sink(lg.CollectSink("totals"), name="out"))
+events = pipeline.source(lg.FileSource({path!r}, format="parquet", event_time="ts"), name="events")
+{body}
 '''
+BODIES = {
+    "aggregate": 'events.key_by("key").aggregate(n=lg.count(), total=lg.sum("value"), name="state")'
+                 '.sink(lg.CollectSink("out"), name="out")',
+    "dedup": 'events.key_by("key").deduplicate(name="state").sink(lg.CollectSink("out"), name="out")',
+}
 
 
 def write_data(folder: Path, keys: int, rows: int, windows: int, seed: int = 7) -> pd.DataFrame:
@@ -56,15 +78,31 @@ def write_data(folder: Path, keys: int, rows: int, windows: int, seed: int = 7) 
         value = rng.integers(1, 1000, n, dtype=np.int64)
         table = pa.table({"key": key, "value": value, "ts": pa.array(ts, pa.timestamp("us", tz="UTC"))})
         pq.write_table(table, folder / f"w{w:04d}.parquet")
+        os.utime(folder / f"w{w:04d}.parquet", (t0_us / 1e6 + w, t0_us / 1e6 + w))  # file streams read in this order
         parts.append(pd.DataFrame({"key": key, "value": value}))
     return pd.concat(parts, ignore_index=True)
 
 
-def _folder_bytes(path: str) -> int:
+def _folder_bytes(path: str | Path) -> int:
     return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
 
 
-def run_mode(work: Path, ref: str, max_deltas: int, first: int, last: int) -> dict[str, Any]:
+def _check(workload: str, data: pd.DataFrame, state: pd.DataFrame | None, out: pd.DataFrame, who: str) -> None:
+    """The contender's result against pandas over the same records."""
+    if workload == "aggregate":
+        want = data.groupby("key").agg(n=("value", "size"), total=("value", "sum")).sort_index()
+        got = (state if state is not None else out).set_index("key").sort_index()[["n", "total"]]
+        assert got.equals(want.astype(got.dtypes.to_dict())), f"{who}: the totals differ from pandas"
+    else:
+        keys = np.sort(data["key"].unique())
+        assert len(out) == len(keys) and np.array_equal(np.sort(out["key"].to_numpy()), keys), \
+            f"{who}: not one output row per key"
+        if state is not None:
+            assert np.array_equal(np.sort(state["key"].to_numpy()), keys), f"{who}: the kept keys differ"
+
+
+def run_lockgate(work: Path, ref: str, workload: str, max_deltas: int, first: int, last: int,
+                 data: pd.DataFrame) -> dict[str, Any]:
     import lockgate as lg
 
     os.environ["LOCKGATE_STATE_MAX_DELTAS"] = str(max_deltas)
@@ -72,82 +110,131 @@ def run_mode(work: Path, ref: str, max_deltas: int, first: int, last: int) -> di
     client = lg.connect("embedded", home=str(home), keep_checkpoints=100)
     try:
         t = time.perf_counter()
-        res = client.run(ref, first=first, last=last)
+        res = client.run(ref, first=first, last=last, catchup="off")
         assert res.state == "FINISHED", res
-        print(f"  max_deltas={max_deltas}: {res.windows_run} windows in {time.perf_counter() - t:.1f} s", flush=True)
+        print(f"    max_deltas={max_deltas}: {res.windows_run} windows in {time.perf_counter() - t:.1f} s", flush=True)
+        cycles = [c for c in client.catalog.list_cycles("growth") if c.state.value == "COMMITTED"]
+        cycles.sort(key=lambda c: c.window)
         # a round: from its cycle's start to its checkpoint (read, merge, snapshot, stage, commit)
-        rounds = [(c.finished - c.started).total_seconds() for c in client.catalog.list_cycles("growth")
-                  if c.finished is not None and c.state.value == "COMMITTED"]
-        phases = [c.timings.get("snapshot", 0.0) / 1000 for c in client.catalog.list_cycles("growth")
-                  if c.state.value == "COMMITTED"]
-        cps = client.catalog.list_checkpoints("growth")
-        own = [_folder_bytes(cp.snapshot_uri) for cp in cps]
-        state = client.read_state("growth", "totals").to_pandas()
+        rounds = [(c.finished - c.started).total_seconds() for c in cycles]
+        cps = sorted(client.catalog.list_checkpoints("growth"), key=lambda c: c.window)
+        gained = [_folder_bytes(cp.snapshot_uri) for cp in cps]
+        state = client.read_state("growth", "state").to_pandas()
+        out = client.read_sink("growth", "out").to_pandas()
     finally:
         client.close()
-    return {"round_s": rounds, "snapshot_s": phases, "snapshot_bytes": own, "state": state}
+    if workload == "aggregate":
+        out = out.sort_values("as_of").groupby("key").tail(1)
+    _check(workload, data, state, out, f"lockgate max_deltas={max_deltas}")
+    return {"round_s": rounds, "bytes": gained}
+
+
+def run_sss(work: Path, data_dir: Path, workload: str, data: pd.DataFrame) -> dict[str, Any]:
+    """Structured Streaming, RocksDB with changelog checkpointing, one file per micro-batch."""
+    from pyspark.sql import functions as F
+
+    from lockgate.runtime.session import get_spark
+
+    spark = get_spark()
+    for k, v in ROCKSDB_CONF.items():
+        spark.conf.set(k, v)
+    spark.conf.set("spark.sql.shuffle.partitions", "2")
+    ckpt, sink = work / "sss_checkpoint", work / "sss_out"
+    src = (spark.readStream.schema("key bigint, value bigint, ts timestamp")
+           .option("maxFilesPerTrigger", 1).parquet(str(data_dir)))
+    if workload == "aggregate":
+        df, mode = src.groupBy("key").agg(F.count("*").alias("n"), F.sum("value").alias("total")), "update"
+    else:
+        df, mode = src.dropDuplicates(["key"]).select("key", "value"), "append"
+
+    def write(batch: Any, batch_id: int) -> None:
+        batch.withColumn("batch", F.lit(batch_id)).write.mode("append").parquet(str(sink))
+
+    t = time.perf_counter()
+    query = (df.writeStream.foreachBatch(write).option("checkpointLocation", str(ckpt))
+             .outputMode(mode).trigger(availableNow=True).start())
+    query.awaitTermination()
+    batches = [p for p in query.recentProgress if int(p.numInputRows) > 0]
+    print(f"    sss_rocksdb: {len(batches)} batches in {time.perf_counter() - t:.1f} s", flush=True)
+    rounds = [float(p.durationMs["triggerExecution"]) / 1000 for p in batches]
+    # the checkpoint's bytes written by each batch after the first: files newer than its start
+    starts = [datetime.fromisoformat(p.timestamp.replace("Z", "+00:00")).timestamp() for p in batches]
+    files = [(f.stat().st_mtime, f.stat().st_size) for f in ckpt.rglob("*") if f.is_file()]
+    gained = [sum(size for mtime, size in files if a <= mtime < b)
+              for a, b in zip(starts, [*starts[1:], float("inf")], strict=True)]
+    out = pd.read_parquet(sink)
+    if workload == "aggregate":
+        out = out.sort_values("batch").groupby("key").tail(1)
+    _check(workload, data, None, out, "sss_rocksdb")
+    return {"round_s": rounds, "bytes": gained}
+
+
+def _median_after_first(values: list[float]) -> float:
+    return statistics.median(values[1:]) if len(values) > 1 else float("nan")
+
+
+def measure(work: Path, workload: str, keys: int, rows: int, windows: int, contenders: list[str]) -> dict[str, Any]:
+    """Every contender over one data set of ``keys`` keys; their summaries."""
+    print(f"{workload}: state of {keys:,} keys, {windows} windows of {rows:,} rows", flush=True)
+    data_dir = work / "data"
+    data = write_data(data_dir, keys, rows, windows)
+    path = work / "growth_pipe.py"
+    path.write_text(PIPELINE.format(path=str(data_dir), body=BODIES[workload]))
+    ref = f"{path}:pipeline"
+    first = int(T0.timestamp()) // 10
+    summary: dict[str, Any] = {
+        "machine": f"{os.cpu_count()} cores, local[2]",
+        "date": datetime.now(UTC).date().isoformat(),
+        "workload": workload,
+        "keys": keys,
+        "rows_per_window": rows,
+        "windows": windows,
+        "checked": "every contender's result equals pandas over the same records",
+    }
+    for name in contenders:  # Lockgate's full snapshots first: the JVM is then warm for the others
+        if name == "sss_rocksdb":
+            res = run_sss(work, data_dir, workload, data)
+        else:
+            res = run_lockgate(work, ref, workload, 0 if name == "full" else 8, first, first + windows, data)
+        summary[name] = {
+            "median_round_s": round(_median_after_first(res["round_s"]), 3),
+            "median_bytes_per_round": int(_median_after_first(res["bytes"])),
+            "rounds_s": [round(x, 3) for x in res["round_s"]],
+        }
+    return summary
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--keys", default="100000,1000000,2000000", help="state sizes (keys), comma-separated")
+    p.add_argument("--keys", default="10000,100000,1000000", help="state sizes (keys), comma-separated")
+    p.add_argument("--workloads", default=",".join(WORKLOADS), help=f"of {', '.join(WORKLOADS)}")
+    p.add_argument("--contenders", default=",".join(CONTENDERS), help=f"of {', '.join(CONTENDERS)}")
     p.add_argument("--rows", type=int, default=20_000)
-    p.add_argument("--windows", type=int, default=12)
+    p.add_argument("--windows", type=int, default=8)
     p.add_argument("--work", default=None, help="scratch folder (default: a temporary one)")
     p.add_argument("--out", default="bench/results/state_growth.json")
     args = p.parse_args(argv)
+    workloads = [w for w in args.workloads.split(",") if w]
+    contenders = [c for c in CONTENDERS if c in args.contenders.split(",")]
+    unknown = (set(workloads) - set(WORKLOADS)) | (set(args.contenders.split(",")) - set(CONTENDERS))
+    if unknown or not workloads or not contenders:
+        p.error(f"unknown or no workloads/contenders: {sorted(unknown)}")
 
     from lockgate.logs import configure
 
     configure()
     root = Path(args.work or tempfile.mkdtemp(prefix="lockgate-growth-"))
-    summaries = [measure(root / f"k{keys}", keys, args.rows, args.windows)
-                 for keys in (int(k) for k in args.keys.split(","))]
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(summaries, indent=2) + "\n")
-    print("keys       rows/window  round s (incremental / full)  snapshot bytes (incremental / full)")
+    summaries = []
+    for workload in workloads:
+        for keys in (int(k) for k in args.keys.split(",")):
+            summaries.append(measure(root / f"{workload}-{keys}", workload, keys, args.rows, args.windows, contenders))
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.out).write_text(json.dumps(summaries, indent=2) + "\n")  # kept as it goes
+    print(f"{'workload':<10} {'keys':>11}  " + "  ".join(f"{c + ' s / bytes':>28}" for c in contenders))
     for m in summaries:
-        inc, full = m["incremental"], m["full"]
-        print(f"{m['keys']:>9,}  {m['rows_per_window']:>11,}  {inc['median_round_s']:>6.2f} / {full['median_round_s']:<6.2f}"
-              f"  {inc['median_snapshot_bytes']:>12,} / {full['median_snapshot_bytes']:,}")
+        cells = [f"{m[c]['median_round_s']:>10.2f} s / {m[c]['median_bytes_per_round']:>12,}" for c in contenders]
+        print(f"{m['workload']:<10} {m['keys']:>11,}  " + "  ".join(f"{cell:>28}" for cell in cells))
     return 0
-
-
-def measure(work: Path, keys: int, rows: int, windows: int) -> dict[str, Any]:
-    """Both modes over one data set of ``keys`` keys; the summary of the two."""
-    print(f"state of {keys:,} keys, {windows} windows of {rows:,} rows", flush=True)
-    data = write_data(work / "data", keys, rows, windows)
-    path = work / "growth_pipe.py"
-    path.write_text(PIPELINE.format(path=str(work / "data")))
-    ref = f"{path}:pipeline"
-    first = int(T0.timestamp()) // 10
-    last = first + windows
-    expected = data.groupby("key").agg(n=("value", "size"), total=("value", "sum")).sort_index()
-    results = {}
-    for max_deltas in (0, 8):  # the full snapshots first: the JVM is then warm for both
-        out = run_mode(work, ref, max_deltas, first, last)
-        got = out.pop("state").set_index("key").sort_index()[["n", "total"]]
-        assert got.equals(expected.astype(got.dtypes.to_dict())), f"max_deltas={max_deltas}: state differs"
-        results[max_deltas] = out
-    inc, full = results[8], results[0]
-    summary: dict[str, Any] = {
-        "machine": f"{os.cpu_count()} cores, local[2]",
-        "date": datetime.now(UTC).date().isoformat(),
-        "keys": keys,
-        "rows_per_window": rows,
-        "windows": windows,
-    }
-    for name, res in (("incremental", inc), ("full", full)):
-        summary[name] = {
-            "median_round_s": round(statistics.median(res["round_s"][1:]), 3),
-            "median_snapshot_phase_s": round(statistics.median(res["snapshot_s"][1:]), 3),
-            "median_snapshot_bytes": int(statistics.median(res["snapshot_bytes"][1:])),
-            "rounds_s": [round(x, 3) for x in res["round_s"]],
-        }
-    summary["state_checked"] = "both runs' final state equals a pandas group-by over the data"
-    summary["round_ratio_full_over_incremental"] = round(
-        summary["full"]["median_round_s"] / summary["incremental"]["median_round_s"], 2)
-    return summary
 
 
 if __name__ == "__main__":
