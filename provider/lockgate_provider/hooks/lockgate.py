@@ -429,18 +429,23 @@ class LockgateHook(BaseHook):
             except AirflowException:
                 raise
             except Exception as err:
-                committed = f"windows {first}..{w - 1} are committed" if w > first else "no window of this run is committed"
-                self.log.error("Window %d failed:\n%s: %s", w, type(err).__name__, err)
-                raise AirflowException(
-                    f"Lockgate job '{job}' failed in window {w}: {short_error(f'{type(err).__name__}: {err}')}. "
-                    f"{committed}; a retry restores the checkpoint of window {w - 1} and resumes at window {w}."
-                ) from err
+                raise self._window_failed(job, first, w, err) from err
             got = rows.get(w, {})
             self.log.info(
                 "Window %d committed (%d/%d): %s rows in, %s rows out, %.1fs",
                 w, i + 1, total, got.get("rows_in", "?"), got.get("rows_out", "?"), time.monotonic() - t0,
             )
         return rows
+
+    def _window_failed(self, job: str, first: int, window: int, err: Exception) -> AirflowException:
+        """The task's error for a run that failed in ``window``: the cause in one line, what
+        is committed, and where a retry resumes."""
+        committed = f"windows {first}..{window - 1} are committed" if window > first else "no window of this run is committed"
+        self.log.error("Window %d failed:\n%s: %s", window, type(err).__name__, err)
+        return AirflowException(
+            f"Lockgate job '{job}' failed in window {window}: {short_error(f'{type(err).__name__}: {err}')}. "
+            f"{committed}; a retry restores the checkpoint of window {window - 1} and resumes at window {window}."
+        )
 
     def _run_grouped(
         self, client: Any, pipeline: str, job: str, first: int, begin: int, last: int, reset_state: bool,
@@ -456,13 +461,7 @@ class LockgateHook(BaseHook):
         except Exception as err:
             info = self.get_job(job)
             done = info.last_window if info is not None else None
-            at = begin if done is None or done < begin else done + 1
-            committed = f"windows {first}..{at - 1} are committed" if at > first else "no window of this run is committed"
-            self.log.error("Window %d failed:\n%s: %s", at, type(err).__name__, err)
-            raise AirflowException(
-                f"Lockgate job '{job}' failed in window {at}: {short_error(f'{type(err).__name__}: {err}')}. "
-                f"{committed}; a retry restores the checkpoint of window {at - 1} and resumes at window {at}."
-            ) from err
+            raise self._window_failed(job, first, begin if done is None or done < begin else done + 1, err) from err
         if res.state != "FINISHED":
             info = self.get_job(job)
             done = info.last_window if info is not None and info.last_window is not None else begin - 1
