@@ -298,9 +298,10 @@ class Stream:
         A right column named like a left one is renamed ``<name>_right``. The state keeps each
         side only as long as the other side can still match it (bounded by the watermark).
 
-        ``how="left"``, ``"right"`` or ``"full"`` (``between=`` and ``ttl=`` only) also emits the
-        records of the outer side(s) that never matched, with the other side's columns null, once
-        the watermark makes that final (no later record could match them).
+        ``how="left"``, ``"right"`` or ``"full"`` also emits the records of the outer side(s) that
+        never matched, with the other side's columns null, once the watermark makes that final (no
+        later record could match them): for a windowed join when its window closes, with the
+        window's ``window_start, window_end``.
 
         >>> bids.join(auctions, left_on=["auction"], right_on=["id"],
         ...           between=(timedelta(0), timedelta(hours=1)))
@@ -333,12 +334,11 @@ class Stream:
                 "right_on=[...] of equal length, or key_by() both streams first", operator=op)
         if how not in ("inner", "left", "right", "full"):
             raise CompileError(f"join() how={how!r}: use 'inner', 'left', 'right' or 'full'", operator=op)
-        if window is not None and how != "inner":
-            raise CompileError(f"join() how={how!r} needs between= or ttl=: a windowed join is inner only",
-                               operator=op)
         inputs = [Input(self.node, tuple(left_on)), Input(other.node, tuple(right_on))]
         config: dict[str, Any] = {"left_on": left_on, "right_on": right_on}
-        if window is None:
+        if window is None or how != "inner":
+            # an inner windowed join keeps its config as it always was: plans (and the state
+            # they carry) compiled before outer windowed joins existed stay the same
             config["how"] = how
         if window is not None:
             config["window"] = window.to_config()

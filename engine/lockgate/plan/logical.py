@@ -162,7 +162,8 @@ class PipelineGraph:
         what gives its state a meaning. Two plans whose state tables have the same columns
         but whose settings differ (a top 3 made a top 5, a window of 10 s made 20 s, a join's
         bounds widened) cannot share state: :func:`~lockgate.control.scheduler.check_state_layout`
-        compares both."""
+        compares both. A setting added to an operator's config must therefore be left out
+        while it has its old default, or every job compiled before it would be refused."""
         # through JSON, as a stored plan is read back: tuples and lists compare alike
         return {v.id: json.loads(json.dumps(v.config, sort_keys=True, default=str))
                 for v in self.vertices.values() if v.stateful}

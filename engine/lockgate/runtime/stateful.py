@@ -195,7 +195,9 @@ def join(
     left_ts: tuple[str, bool],
     right_ts: tuple[str, bool],
 ) -> DataFrame:
-    """Windowed inner join: both sides buffered per tumbling window until it closes."""
+    """Windowed join: both sides buffered per tumbling window until it closes, then joined
+    (inner, or ``cfg["how"]`` left/right/full: a window's unmatched records are final when it
+    closes, since every record of the window is in the buffers by then)."""
     spec = cfg["window"]
     wm = F.lit(ctx.watermark_us)
     sides = []
@@ -217,15 +219,19 @@ def join(
     left_names = {c: (f"{c}_left" if c in window_cols else c) for c in left.columns}
     taken = set(left_names.values()) | window_cols
     right_names = {c: (f"{c}_right" if c in taken else c) for c in right.columns}
-    lsel = lbuf.select(*[F.col(c).alias(f"__l_{c}") for c in left.columns], F.col(WS).alias("__lws"), WE)
-    rsel = rbuf.select(*[F.col(c).alias(f"__r_{c}") for c in right.columns], F.col(WS).alias("__rws"))
+    lsel = lbuf.select(*[F.col(c).alias(f"__l_{c}") for c in left.columns], F.col(WS).alias("__lws"),
+                       F.col(WE).alias("__lwe"))
+    rsel = rbuf.select(*[F.col(c).alias(f"__r_{c}") for c in right.columns], F.col(WS).alias("__rws"),
+                       F.col(WE).alias("__rwe"))
     cond = F.col("__lws") == F.col("__rws")
     for lk, rk in zip(cfg["left_on"], cfg["right_on"], strict=True):
         cond = cond & (F.col(f"__l_{lk}") == F.col(f"__r_{rk}"))
-    joined = lsel.join(rsel, cond, "inner")
+    how = cfg.get("how", "inner")
+    joined = lsel.join(rsel, cond, {"inner": "inner", "left": "left", "right": "right", "full": "full_outer"}[how])
+    # an unmatched record's window is its own side's
     return joined.select(
-        to_timestamp("__lws").alias("window_start"),
-        to_timestamp(WE).alias("window_end"),
+        to_timestamp(F.coalesce(F.col("__lws"), F.col("__rws"))).alias("window_start"),
+        to_timestamp(F.coalesce(F.col("__lwe"), F.col("__rwe"))).alias("window_end"),
         *[F.col(f"__l_{c}").alias(left_names[c]) for c in left.columns],
         *[F.col(f"__r_{c}").alias(right_names[c]) for c in right.columns],
     )

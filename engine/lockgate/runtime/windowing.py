@@ -42,5 +42,6 @@ def assign(df: DataFrame, spec: dict[str, Any], ts: Column) -> DataFrame:
     raise ValueError(f"assign() does not handle {spec['type']} windows")
 
 
-def to_timestamp(col: str) -> Column:
-    return F.timestamp_micros(F.col(col))
+def to_timestamp(col: str | Column) -> Column:
+    """Microseconds since the epoch (a column name or a Column) as a timestamp."""
+    return F.timestamp_micros(F.col(col) if isinstance(col, str) else col)

@@ -48,6 +48,10 @@ def join_pipeline() -> lg.Pipeline:
             lg.CollectSink("q8"), name="q8_out"
         )
     )
+    (
+        persons.join(auctions, left_on=["id"], right_on=["seller"], window=window, how="full", name="q8_full")
+        .sink(lg.CollectSink("q8_full"), name="q8_full_out")
+    )
     counts = bids.key_by("auction").window(window).aggregate(name="bid_counts", bids=lg.count())
     (
         counts.join(auctions, left_on=["auction"], right_on=["id"], window=window, name="counted").sink(
@@ -100,6 +104,26 @@ def test_q8_persons_join_their_auctions_in_the_same_window(client, run, events):
     # persons and auctions that match but in different windows are not joined
     across = persons.merge(auctions, left_on="id", right_on="seller")
     assert (across["window_start_x"] != across["window_start_y"]).any()
+
+
+def test_a_full_outer_windowed_join_emits_the_unmatched_of_each_side_when_the_window_closes(client, run, events):
+    persons, auctions = events["person"], events["auction"]
+    expected = persons.merge(
+        auctions, left_on=["window_start", "id"], right_on=["window_start", "seller"], suffixes=("", "_right"),
+        how="outer", indicator=True,
+    )
+    assert {"left_only", "right_only", "both"} <= set(expected["_merge"])  # every kind of row occurs
+    expected["window_end"] = expected["window_end"].fillna(expected["window_end_right"])
+    expected["date_time"], expected["date_time_right"] = expected["ts_us"], expected["ts_us_right"]
+    expected["lg_window"] = expected["window_start"] // CYCLE_US  # emitted when its window closes
+    cols = [
+        "window_start", "window_end", "id", "name", "city", "date_time", "extra",
+        "id_right", "seller", "reserve", "category", "date_time_right", "extra_right", "lg_window",
+    ]  # fmt: skip
+    result = read_sink(client, "op_join", "q8_full")
+    assert_same_rows(result, expected[cols], ["id", "id_right"], what="q8 full outer join")
+    inner = read_sink(client, "op_join", "q8")
+    assert len(result) == len(inner) + (expected["_merge"] != "both").sum()
 
 
 def test_join_of_a_window_aggregate_keeps_both_window_columns(client, run, events):
