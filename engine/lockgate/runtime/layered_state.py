@@ -7,7 +7,7 @@ semi-joined with the window's keys, broadcast, before the layers are merged) or 
 a predicate selects (:meth:`LayeredState.select`: the windows the watermark closes now), and
 hands back a :class:`StateDelta`: the rows it changed, tombstones for the rows it removed,
 and the new expiry horizon. The round writes only that delta; compaction
-(:mod:`lockgate.runtime.snapshot_writer`) folds deltas into a new base now and then.
+(:mod:`lockgate.runtime.compaction`) folds deltas into a new base now and then.
 
 Merging layers: for a table with an identity (the columns that name one row: the key, plus
 the window for windowed state), the newest layer holding an identity wins, and a tombstone
