@@ -92,7 +92,11 @@ def test_many_watch_streams_are_bounded_and_never_starve_workers(make_controller
     # about the streams (the workers' server is a separate server with its own threads)
     assert not [w for w in client.list_workers() if w["state"] == "LOST" and w["job"]]
     log = ctl.log_text()
-    assert "missed the heartbeat deadline" not in log and "worker_lost" not in log
+    assert "missed the heartbeat deadline" not in log  # what starved heartbeats would say
+    # a worker that never held a job (generation 0: a standby, or one whose JVM failed to start
+    # on the loaded runner and was replaced) says nothing about the streams
+    lost = [line for line in log.splitlines() if "worker_lost" in line]
+    assert all("generation=0" in line for line in lost), lost
     # once the streams are closed, their slots are free again
     assert isinstance(list(client.watch("limits", timeout=1)), list)
     client.close()
