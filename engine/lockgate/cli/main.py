@@ -32,7 +32,7 @@ import warnings
 from datetime import UTC, datetime
 from typing import Any
 
-from ..control.catchup import GroupSizer
+from ..control.catchup import check_catchup
 from ..errors import InvalidArgumentError, LockgateError
 
 #: exit status of a command whose output pipe was closed (128 + SIGPIPE, as a shell reports it)
@@ -163,7 +163,7 @@ def _run(args: argparse.Namespace, client: Any) -> int:
     if first is not None and last is not None and last < first:
         raise InvalidArgumentError(f"--to-window {last} is before --from-window {first}: nothing to run")
     if args.catchup is not None:
-        GroupSizer.parse(args.catchup, "--catchup")
+        check_catchup(args.catchup, "--catchup")
     total = (last - first + 1) if (first is not None and last is not None) else None
     progress = Progress(total, enabled=not args.no_progress and not args.json)
     tally = Tally(progress)

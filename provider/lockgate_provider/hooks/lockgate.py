@@ -402,6 +402,7 @@ class LockgateHook(BaseHook):
         begin = first if done is None else max(first, done + 1)
         total = last - begin + 1
         t_start = time.monotonic()
+        grouped = catchup is not None and str(catchup).strip().lower() != "off"
 
         def on_event(event: JobEvent) -> None:
             if event.kind == "cycle_done" and event.window is not None:
@@ -411,7 +412,6 @@ class LockgateHook(BaseHook):
                                   event.window, len(rows), total, event.rows_in, event.rows_out,
                                   time.monotonic() - t_start)
 
-        grouped = catchup is not None and str(catchup).strip().lower() != "off"
         if grouped:
             self._run_grouped(client, pipeline, job, first, begin, last, reset_state, stop, catchup, on_event)
             return rows
