@@ -3,8 +3,8 @@
 A plan qualifies when every operator is *window-exact*: its output for a cycle window depends
 only on which window each record arrived in and on the clock's watermarks, never on what
 happened at the boundaries between rounds. Stateless ``select``, ``with_column``, ``filter``
-and ``union`` are; so are tumbling and sliding windowed aggregates, whose results the
-watermark closes at a cycle the clock alone names. The one-pass computation itself is
+and ``union`` are; so are tumbling and sliding windowed aggregates and tumbling windowed
+joins (inner or outer), whose results the watermark closes at a cycle the clock alone names. The one-pass computation itself is
 :mod:`lockgate.runtime.catchup`.
 """
 
@@ -34,5 +34,7 @@ def one_pass(graph: PipelineGraph) -> bool:
             continue
         if v.op == "window_aggregate" and v.config["window"]["type"] in WINDOWS:
             continue
+        if v.op == "join" and "window" in v.config:
+            continue  # a windowed join: every record of a window is joined when the window closes
         return False
     return True

@@ -15,6 +15,10 @@ DataFrame computation instead:
   the first window ``c`` with ``end(c) - lateness >= window_end``. A record that arrives after
   that cycle is late (dropped at the head), so each result holds exactly what the window's own
   round would have emitted. The windows still open after the group are its state delta.
+- a tumbling windowed join buffers both sides' records of the windows still open after the group
+  (its state delta), and joins every window the group closes at once: the state's buffered
+  records of those windows and the group's own, each result tagged with the cycle that closes
+  its window, which is the round that would have emitted it.
 
 So a group costs one Spark job per sink and state table, whatever its size; sinks still stage
 each window's output on its own (split by the tag). :func:`one_pass` says whether a plan
@@ -36,6 +40,7 @@ from . import aggregates as agg
 from .availability import slice_column, slices_by_arrival
 from .layered_state import LayeredState, StateDelta
 from .sources import SourceSpan
+from .stateful import join_closed
 from .windowing import WE, WS, assign, to_timestamp, window_time
 
 #: the cycle window a record arrived in, or a result is emitted in
@@ -126,6 +131,32 @@ def _window_aggregate(
     )
 
 
+def _window_join(
+    span: Span, graph: PipelineGraph, v: PipelineVertex, inputs: list[DataFrame], state: Mapping[str, LayeredState],
+    keep: Callable[[DataFrame], DataFrame],
+) -> DataFrame:
+    cfg = v.config
+    spec = cfg["window"]
+    wm = F.lit(span.watermark_us)
+    closing = (F.col(WE) > F.lit(span.prev_watermark_us)) & (F.col(WE) <= wm)
+    sides, columns = [], []
+    for i, (table, df) in enumerate((("left", inputs[0]), ("right", inputs[1]))):
+        up = graph.vertices[graph.inputs(v.id)[i].source]
+        df = df.drop(TAG)
+        assigned = keep(assign(df, spec, window_time(spec, up.event_time or "", up.event_time_is_end)))
+        span.deltas[f"{v.id}.{table}"] = StateDelta(
+            assigned.filter(F.col(WE) > wm), None, expire_below=(WE, span.watermark_us + 1)
+        )
+        closed = assigned.filter(F.col(WE) <= wm)
+        old = state.get(f"{v.id}.{table}")
+        if old is not None and not old.empty:
+            closed = old.select(None, closing).unionByName(closed)
+        sides.append(closed)
+        columns.append(df.columns)
+    out = join_closed(cfg, sides[0], sides[1], columns[0], columns[1])
+    return out.withColumn(TAG, F.greatest(span.closes(F.unix_micros(F.col("window_end"))), F.lit(span.first)))
+
+
 def translate_span(
     span: Span,
     graph: PipelineGraph,
@@ -152,6 +183,8 @@ def translate_span(
     if v.op == "window_aggregate":
         up = graph.vertices[graph.inputs(v.id)[0].source]
         return _window_aggregate(span, v, df, up.event_time or "", up.event_time_is_end, state.get(f"{v.id}.main"), keep)
+    if v.op == "join":
+        return _window_join(span, graph, v, inputs, state, keep)
     if v.op == "sink":
         return df
     raise ValueError(f"operator {v.id}: {v.op!r} has no one-pass form")

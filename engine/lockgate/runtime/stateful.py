@@ -211,17 +211,24 @@ def join(
         if state is not None:
             closing = state.select(None, _closing(ctx)).unionByName(closing)
         sides.append(closing)
-    lbuf, rbuf = sides
-    # output: window_start, window_end, the left columns, then the right ones; a left
-    # column named like the join's window columns (the left input is itself windowed)
+    return join_closed(cfg, sides[0], sides[1], left.columns, right.columns)
+
+
+def join_closed(
+    cfg: dict[str, Any], lbuf: DataFrame, rbuf: DataFrame, left_cols: list[str], right_cols: list[str]
+) -> DataFrame:
+    """The output of a windowed join over the buffered records of closed windows (each side's
+    columns ``*_cols`` plus ``__ws``/``__we``): ``window_start, window_end``, the left
+    columns, then the right ones."""
+    # a left column named like the join's window columns (the left input is itself windowed)
     # gets "_left", a right column named like any of those gets "_right"
     window_cols = {"window_start", "window_end"}
-    left_names = {c: (f"{c}_left" if c in window_cols else c) for c in left.columns}
+    left_names = {c: (f"{c}_left" if c in window_cols else c) for c in left_cols}
     taken = set(left_names.values()) | window_cols
-    right_names = {c: (f"{c}_right" if c in taken else c) for c in right.columns}
-    lsel = lbuf.select(*[F.col(c).alias(f"__l_{c}") for c in left.columns], F.col(WS).alias("__lws"),
+    right_names = {c: (f"{c}_right" if c in taken else c) for c in right_cols}
+    lsel = lbuf.select(*[F.col(c).alias(f"__l_{c}") for c in left_cols], F.col(WS).alias("__lws"),
                        F.col(WE).alias("__lwe"))
-    rsel = rbuf.select(*[F.col(c).alias(f"__r_{c}") for c in right.columns], F.col(WS).alias("__rws"),
+    rsel = rbuf.select(*[F.col(c).alias(f"__r_{c}") for c in right_cols], F.col(WS).alias("__rws"),
                        F.col(WE).alias("__rwe"))
     cond = F.col("__lws") == F.col("__rws")
     for lk, rk in zip(cfg["left_on"], cfg["right_on"], strict=True):
@@ -232,6 +239,6 @@ def join(
     return joined.select(
         to_timestamp(F.coalesce(F.col("__lws"), F.col("__rws"))).alias("window_start"),
         to_timestamp(F.coalesce(F.col("__lwe"), F.col("__rwe"))).alias("window_end"),
-        *[F.col(f"__l_{c}").alias(left_names[c]) for c in left.columns],
-        *[F.col(f"__r_{c}").alias(right_names[c]) for c in right.columns],
+        *[F.col(f"__l_{c}").alias(left_names[c]) for c in left_cols],
+        *[F.col(f"__r_{c}").alias(right_names[c]) for c in right_cols],
     )

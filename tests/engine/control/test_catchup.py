@@ -51,7 +51,9 @@ REF = f"{__file__}:catchup_pipeline"
 
 def _rows(table: pa.Table) -> list[tuple]:
     cols = sorted(table.column_names)
-    return sorted(tuple(row[c] for c in cols) for row in table.select(cols).to_pylist())
+    # (is null, value): an outer join's unmatched side is null, and None does not sort
+    return sorted(tuple((True, 0) if row[c] is None else (False, row[c]) for c in cols)
+                  for row in table.select(cols).to_pylist())
 
 
 def _outputs(client, job: str) -> dict[str, list[tuple]]:
@@ -184,10 +186,17 @@ def one_pass_pipeline() -> lg.Pipeline:
         .aggregate(n=lg.count(), name="sliding")
         .sink(lg.CollectSink("sliding"), name="sliding_out")
     )
+    auctions = p.source(lg.NexmarkSource("auction", start=T0_ISO, events_per_second=40, seed=9), name="auctions")
+    (
+        bids.select("auction", "bidder", "date_time", name="bid_keys")
+        .join(auctions.select("id", "seller", "date_time", name="auction_keys"), left_on=["auction"],
+              right_on=["id"], window=lg.Tumbling(timedelta(seconds=20)), how="full", name="bid_auction")
+        .sink(lg.CollectSink("joined"), name="joined_out")
+    )
     return p
 
 
-ONE_PASS_SINKS = ("q1", "per_band", "sliding")
+ONE_PASS_SINKS = ("q1", "per_band", "sliding", "joined")
 
 
 def test_a_window_exact_plan_runs_its_groups_in_one_pass_and_writes_the_same(spark, tmp_path, monkeypatch):
@@ -212,6 +221,10 @@ def test_a_window_exact_plan_runs_its_groups_in_one_pass_and_writes_the_same(spa
                 replayed = {s: _rows(client.read_sink("onepass", s)) for s in ONE_PASS_SINKS}
                 assert replayed == outputs["4"]
     assert all(outputs["off"][s] for s in ONE_PASS_SINKS)
+    # pairs, and auctions no bid of their window matched; columns sorted: auction, bidder, ..., seller, ...
+    cols = sorted(["window_start", "window_end", "auction", "bidder", "date_time", "id", "seller", "date_time_right"])
+    b, s = cols.index("bidder"), cols.index("seller")
+    assert {(row[b][0], row[s][0]) for row in outputs["off"]["joined"]} >= {(False, False), (True, False)}
     assert outputs["4"] == outputs["off"]
     assert states["4"] == states["off"]
 
