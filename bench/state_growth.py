@@ -49,6 +49,9 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 CYCLE = timedelta(seconds=10)
 WORKLOADS = ("aggregate", "dedup")
 CONTENDERS = ("full", "incremental", "sss_rocksdb")
+#: a Lockgate round's phases (ms, from the catalog's cycle timings): reading the window's records,
+#: building its DataFrames, computing the state change and writing it, staging the sinks' output
+PHASES = ("read", "plan", "snapshot", "stage", "commit", "checkpoint")
 
 PIPELINE = '''
 from datetime import timedelta
@@ -117,6 +120,7 @@ def run_lockgate(work: Path, ref: str, workload: str, max_deltas: int, first: in
         cycles.sort(key=lambda c: c.window)
         # a round: from its cycle's start to its checkpoint (read, merge, snapshot, stage, commit)
         rounds = [(c.finished - c.started).total_seconds() for c in cycles]
+        phases = [{k: float(c.timings.get(k, 0.0)) for k in PHASES} for c in cycles]
         cps = sorted(client.catalog.list_checkpoints("growth"), key=lambda c: c.window)
         gained = [_folder_bytes(cp.snapshot_uri) for cp in cps]
         state = client.read_state("growth", "state").to_pandas()
@@ -126,7 +130,7 @@ def run_lockgate(work: Path, ref: str, workload: str, max_deltas: int, first: in
     if workload == "aggregate":
         out = out.sort_values("as_of").groupby("key").tail(1)
     _check(workload, data, state, out, f"lockgate max_deltas={max_deltas}")
-    return {"round_s": rounds, "bytes": gained}
+    return {"round_s": rounds, "bytes": gained, "phases": phases}
 
 
 def run_sss(work: Path, data_dir: Path, workload: str, data: pd.DataFrame) -> dict[str, Any]:
@@ -201,6 +205,9 @@ def measure(work: Path, workload: str, keys: int, rows: int, windows: int, conte
             "median_bytes_per_round": int(_median_after_first(res["bytes"])),
             "rounds_s": [round(x, 3) for x in res["round_s"]],
         }
+        if "phases" in res:
+            summary[name]["median_phase_ms"] = {
+                k: round(_median_after_first([p[k] for p in res["phases"]]), 1) for k in PHASES}
     return summary
 
 

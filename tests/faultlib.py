@@ -4,8 +4,10 @@ each followed by a row-for-row check of the sinks against an independent referen
 The workload is one generated data set (orders: id, customer, amount, event time) read by a
 ``FileSource``; the pipeline keeps the positive orders (a stateless sink) and sums them per
 customer in 20 s tumbling windows over 10 s cycle windows (keyed state crosses every other
-cycle). The reference computes the same two outputs with pandas from the generated rows,
-independently of Spark and Lockgate, window of emission included.
+cycle); ``running=True`` adds a running total per customer (keyed state every round reads and
+changes, never emptied, so compaction folds real state). The reference computes the same
+outputs with pandas from the generated rows, independently of Spark and Lockgate, window of
+emission included.
 
 Runs are real processes: ``lockgate run`` on the embedded default (its own process group, so
 a SIGKILL takes its Spark JVM too) and ``lockgate server`` with its worker processes. The
@@ -84,6 +86,11 @@ totals = (
 totals.sink(lg.FileSink({out!r} + "/totals"), name="totals_files")
 '''
 PG_SINK = 'totals.sink(lg.PostgresSink({url!r}, {table!r}), name="totals_pg")\n'
+#: a running total per customer: keyed state that every round reads and changes, never emptied
+RUNNING = (
+    'kept.key_by("customer").aggregate(n=lg.count(), total=lg.sum("amount"), name="running")'
+    '.sink(lg.FileSink({out!r} + "/running"), name="running_files")\n'
+)
 
 
 class FaultCheckError(AssertionError):
@@ -127,8 +134,17 @@ def reference(orders: pd.DataFrame) -> dict[str, Counter]:
          int(r.total))
         for r in sums.itertuples()
     )
+    # running totals: each cycle window emits, for every customer it saw, the totals so far
+    kept = kept.assign(cycle=kept["us"] // cycle)
+    per_cycle = kept.groupby(["customer", "cycle"]).agg(n=("amount", "size"), total=("amount", "sum")).reset_index()
+    per_cycle = per_cycle.sort_values(["customer", "cycle"])
+    per_cycle[["n", "total"]] = per_cycle.groupby("customer")[["n", "total"]].cumsum()
+    running = Counter(
+        ("running", int(r.cycle), r.customer, int(r.n), int(r.total), int((r.cycle + 1) * cycle))
+        for r in per_cycle.itertuples()
+    )
     return {"kept_files": kept_rows, "totals_files": totals, "totals_pg": Counter(
-        ("totals", *row[1:]) for row in totals.elements())}
+        ("totals", *row[1:]) for row in totals.elements()), "running_files": running}
 
 
 def _micros(value: Any) -> Any:
@@ -168,7 +184,8 @@ class Workload:
     """One job: generated input, pipeline file, output folder (and PostgreSQL table), home."""
 
     def __init__(self, root: Path, job: str, *, windows: int = 12, per_window: int = 150, seed: int = 0,
-                 out: Path | None = None, pg_url: str | None = None, home: Path | None = None):
+                 out: Path | None = None, pg_url: str | None = None, home: Path | None = None,
+                 running: bool = False):
         self.root = root / job
         self.root.mkdir(parents=True, exist_ok=True)
         self.job = job
@@ -186,9 +203,13 @@ class Workload:
         self.expected = reference(orders)
         if pg_url is None:
             del self.expected["totals_pg"]
+        if not running:
+            del self.expected["running_files"]
         text = PIPELINE.format(job=job, cycle=CYCLE_S, tumble=TUMBLE_S, src=str(src), out=str(self.out))
         if pg_url:
             text += PG_SINK.format(url=pg_url, table=self.table)
+        if running:
+            text += RUNNING.format(out=str(self.out))
         self.pipeline = self.root / "pipe.py"
         self.pipeline.write_text(text)
         self.ref = f"{self.pipeline}:pipeline"
@@ -259,6 +280,8 @@ class Workload:
             "totals_files": _file_rows(self.out / "totals", "totals",
                                        ["window_start", "window_end", "customer", "n", "total"]),
         }
+        if "running_files" in self.expected:
+            got["running_files"] = _file_rows(self.out / "running", "running", ["customer", "n", "total", "as_of"])
         if self.pg_url:
             got["totals_pg"] = Counter()
             with psycopg.connect(self.pg_url, connect_timeout=10) as conn:
@@ -303,6 +326,7 @@ class Workload:
             totals.update(compare(self.expected[sink], got[sink]))
         leftovers = [p for p in (self.out / "kept" / "_staging").glob("*/*")]
         leftovers += [p for p in (self.out / "totals" / "_staging").glob("*/*")]
+        leftovers += [p for p in (self.out / "running" / "_staging").glob("*/*")]
         leftovers += [p for p in (self.home / "staging" / self.job).glob("*/*")]
         totals["staged_left"] = len(leftovers)
         return dict(totals)

@@ -33,23 +33,53 @@ class FileSink:
 
 @dataclass(frozen=True)
 class PostgresSink:
-    """Rows appended to a PostgreSQL table; the rows and the window's commit marker are
-    written in one transaction, so a window is either wholly in the table or not at all.
+    """Rows appended to a PostgreSQL table, or upserted by ``key``; the rows and the window's
+    commit marker are written in one transaction, so a window is either wholly in the table
+    or not at all.
+
+    With ``key`` the table holds the current row of each key (its primary key): a window's rows
+    replace the rows of their keys (``INSERT ... ON CONFLICT (key) DO UPDATE``) and a row whose
+    ``op`` column is ``-D`` deletes its key, which is how an updating stream (a running
+    aggregate's output) is kept as a table. The rows each window replaced are kept in
+    ``lockgate_sink_history`` (for ``history_windows`` windows), so a restore to an earlier
+    window puts them back.
 
     :param url: ``postgresql://user@host:port/database``.
-    :param table: target table; created from the stream's schema if missing.
+    :param table: target table; created from the stream's schema if missing (with ``key`` as
+        its primary key).
     :param window_column: column holding the window id of each row (used to retract
-        windows on a deliberate restore to an earlier window).
+        windows on a deliberate restore to an earlier window; with ``key``: the window that
+        last wrote the row).
+    :param key: the columns that name one row: upsert by them instead of appending.
+    :param history_windows: with ``key``, how many windows back a restore can go.
+
+    Example::
+
+        totals = bids.key_by("auction").aggregate(bids=lg.count(), top=lg.max("price"))
+        totals.sink(lg.PostgresSink(url, "auction_totals", key=["auction"]))
     """
 
     url: str
     table: str
     window_column: str = "lg_window"
+    key: tuple[str, ...] | None = None
+    history_windows: int = 1000
 
     kind = "postgres"
 
+    def __post_init__(self) -> None:
+        if self.key is not None:
+            if isinstance(self.key, str) or not self.key or not all(isinstance(k, str) and k for k in self.key):
+                raise ValueError(f"PostgresSink(key=...) takes a list of column names, got {self.key!r}")
+            object.__setattr__(self, "key", tuple(self.key))
+        if not isinstance(self.history_windows, int) or self.history_windows < 1:
+            raise ValueError(f"PostgresSink(history_windows=...) must be a positive number, got {self.history_windows!r}")
+
     def to_config(self) -> dict[str, Any]:
-        return {"kind": self.kind, "url": self.url, "table": self.table, "window_column": self.window_column}
+        config = {"kind": self.kind, "url": self.url, "table": self.table, "window_column": self.window_column}
+        if self.key is not None:  # left out when appending: plans written before keys keep their version
+            config.update(key=list(self.key), history_windows=self.history_windows)
+        return config
 
 
 @dataclass(frozen=True)

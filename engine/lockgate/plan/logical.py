@@ -80,6 +80,10 @@ class PipelineVertex:
     event_time_is_end: bool = False
     #: state tables of a stateful operator: table name -> schema
     state: dict[str, list[Column]] = field(default_factory=dict)
+    #: the key of an *updating* output (a row replaces the earlier row of its key; a row whose
+    #: ``op`` column says ``-D`` deletes it): a running aggregate's keys, kept by ``select``
+    #: and ``with_column`` downstream. ``None``: an append-only stream; ``[]``: one row.
+    upsert_key: list[str] | None = None
 
     @property
     def stateful(self) -> bool:
@@ -174,7 +178,9 @@ class PipelineGraph:
             "cycle_window_us": self.cycle_window_us,
             "origin_us": self.origin_us,
             "watermark": self.watermark,
-            "vertices": [asdict(v) for v in self.vertices.values()],
+            # an append-only vertex leaves upsert_key out, so plans written before it keep their version
+            "vertices": [{k: val for k, val in asdict(v).items() if k != "upsert_key" or val is not None}
+                         for v in self.vertices.values()],
             "edges": [asdict(e) for e in self.edges],
         }
 
@@ -200,6 +206,7 @@ class PipelineGraph:
                 event_time=v.get("event_time"),
                 event_time_is_end=v.get("event_time_is_end", False),
                 state={t: [Column(**c) for c in cols] for t, cols in v.get("state", {}).items()},
+                upsert_key=v.get("upsert_key"),
             )
         edges = [
             PipelineEdge(e["source"], e["target"], e["index"], Partitioning(e["partitioning"]), e["keys"])

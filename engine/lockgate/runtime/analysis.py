@@ -94,6 +94,7 @@ def _analyze(graph: PipelineGraph, fns: Mapping[str, Callable[..., Any]], spark:
             continue
         _validate_inputs(graph, v, in_schemas)
         _refuse_nondeterminism(v)
+        _updates_in(graph, v)
         inputs = [frames[e.source] for e in ins]
         try:
             out = translate(ctx, graph, v, inputs, fns)
@@ -115,6 +116,59 @@ def _analyze(graph: PipelineGraph, fns: Mapping[str, Callable[..., Any]], spark:
             k.split(".", 1)[1]: _columns(d.upserts.schema) for k, d in ctx.state_out.items() if k.startswith(vid + ".")
         }
         _propagate_event_time(graph, v, schema)
+        _updates_out(v, schema)
+
+
+#: operators that take an updating stream as it is (its key kept through them)
+_KEEPS_UPDATES = ("select", "with_column", "sink")
+
+
+def _updates_in(graph: PipelineGraph, v: PipelineVertex) -> None:
+    """Check what an operator does with an updating input, before it is translated: a running
+    aggregate over one becomes an aggregate over the table it describes (``over_updates``, the
+    input's key); ``select``, ``with_column`` and sinks keep it updating; anything else would
+    treat each update as a new record, so it is refused, naming the operator."""
+    ups = [graph.vertices[e.source] for e in graph.inputs(v.id)]
+    updating = next((u for u in ups if u.upsert_key is not None), None)
+    if v.op == "running_aggregate":
+        if updating is not None:
+            v.config["over_updates"] = list(updating.upsert_key)
+        else:
+            v.config.pop("over_updates", None)
+        v.upsert_key = list(v.config["keys"])
+        return
+    if updating is None:
+        return
+    if v.op in _KEEPS_UPDATES:
+        v.upsert_key = list(updating.upsert_key)
+        return
+    key = ", ".join(updating.upsert_key) or "one row"
+    raise CompileError(
+        f"{v.op} over an updating stream is not supported: '{updating.id}' replaces its rows by key ({key}) "
+        "round after round, and this operator would take every replaced row as a new record. Aggregate it "
+        "again with key_by(...).aggregate(...) (which takes back a key's old row), select or add columns, or "
+        "sink it (PostgresSink(key=[...]) keeps the current rows); filter or window the records before the "
+        "aggregate that makes the updates",
+        v.id,
+    )
+
+
+def _updates_out(v: PipelineVertex, schema: StructType) -> None:
+    """An updating output must keep its key columns (a select dropping them is refused); a
+    keyed sink's key must be columns of its input."""
+    if v.op == "sink":
+        key = v.config["sink"].get("key") or []
+        _check_columns(v, schema, key, "the sink's key", "key the sink by columns of the stream it writes")
+        return
+    if v.upsert_key is None:
+        return
+    missing = [c for c in v.upsert_key if c not in schema.fieldNames()]
+    if missing:
+        raise CompileError(
+            f"the output updates rows by key ({', '.join(v.upsert_key)}) but drops {', '.join(missing)}: "
+            "keep the key columns (a consumer could not tell which row an update replaces)",
+            v.id,
+        )
 
 
 #: SQL functions whose value differs between a run and its replay (wall clock, randomness)

@@ -67,6 +67,16 @@ def _null_safe_semi(df: DataFrame, keys: DataFrame, on: list[str]) -> DataFrame:
     return df.join(right, cond, "left_semi")
 
 
+def anti_join(df: DataFrame, other: DataFrame, on: list[str]) -> DataFrame:
+    """Rows of ``df`` whose ``on`` columns match no row of ``other`` (nulls match nulls)."""
+    right = other.select(*[F.col(c).alias(f"__lg_o_{c}") for c in on]).distinct()
+    cond = None
+    for c in on:
+        term = df[c].eqNullSafe(right[f"__lg_o_{c}"])
+        cond = term if cond is None else cond & term
+    return df.join(right, cond, "left_anti")
+
+
 class LayeredState:
     """One state table at the restore point: its layer folders (oldest first), read lazily.
 
@@ -179,6 +189,20 @@ class LayeredState:
     def lookup(self, identity: tuple[str, ...] | None, keys: DataFrame, on: list[str]) -> DataFrame:
         """The live rows whose ``on`` columns (a prefix of the identity) match a row of ``keys``."""
         return self._merge(self._frames(None, keys, on), identity, keep_tombstones=False)
+
+    def lookup_where(self, identity: tuple[str, ...], keys: DataFrame, on: list[str]) -> DataFrame:
+        """The live rows whose ``on`` columns (any columns, not only the identity's) match a row
+        of ``keys``. A row may have moved out of those values in a newer layer, so the
+        identities any layer holds there are found first, then resolved to their newest row."""
+        if list(identity[: len(on)]) == list(on):
+            return self.lookup(identity, keys, on)
+        frames = self._frames(None, keys, on)
+        if not frames:
+            return self.spark.createDataFrame([], self.schema)
+        ids = frames[0].select(*identity)
+        for df in frames[1:]:
+            ids = ids.unionByName(df.select(*identity))
+        return _null_safe_semi(self.lookup(identity, ids.distinct(), list(identity)), keys, on)
 
     def folded(self, identity: tuple[str, ...] | None, deltas_only: bool) -> DataFrame:
         """Every layer merged into one: a new base (``deltas_only=False``: live rows only) or

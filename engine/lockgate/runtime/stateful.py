@@ -19,7 +19,7 @@ from pyspark.sql.types import ArrayType, MapType, StructType
 
 from . import aggregates as agg
 from .context import CycleContext
-from .layered_state import StateDelta
+from .layered_state import StateDelta, anti_join
 from .windowing import WE, WS, assign, to_timestamp, window_time
 
 
@@ -31,16 +31,6 @@ def _closing(ctx: CycleContext) -> Column:
 def _closed_gone(ctx: CycleContext) -> tuple[str, int]:
     """The horizon of windowed state: windows ending at or before the watermark are gone."""
     return (WE, ctx.watermark_us + 1)
-
-
-def _anti(df: DataFrame, other: DataFrame, on: list[str]) -> DataFrame:
-    """Rows of ``df`` whose ``on`` columns match no row of ``other`` (nulls match nulls)."""
-    right = other.select(*[F.col(c).alias(f"__lg_o_{c}") for c in on]).distinct()
-    cond = None
-    for c in on:
-        term = df[c].eqNullSafe(right[f"__lg_o_{c}"])
-        cond = term if cond is None else cond & term
-    return df.join(right, cond, "left_anti")
 
 
 def window_aggregate(
@@ -63,7 +53,7 @@ def window_aggregate(
         old = state.lookup(tuple(identity), new, identity)
         merged = agg.conform(old.unionByName(new).groupBy(*keys, WS, WE).agg(*agg.merge_exprs(aggs)), new.schema)
         # windows the watermark closes now that this window's records did not touch
-        closing_untouched = _anti(state.select(tuple(identity), _closing(ctx)), new, identity)
+        closing_untouched = anti_join(state.select(tuple(identity), _closing(ctx)), new, identity)
     merged = ctx.cache(merged)
     wm = F.lit(ctx.watermark_us)
     ctx.set_state(op, StateDelta(merged.filter(F.col(WE) > wm), tuple(identity), expire_below=_closed_gone(ctx)))
@@ -123,7 +113,7 @@ def _session_aggregate(ctx: CycleContext, op: str, cfg: dict[str, Any], df: Data
     closed = merged.filter(F.col(WE) < wm)
     if state is not None:
         closing = (F.col(WE) >= F.lit(ctx.prev_watermark_us)) & (F.col(WE) < wm)
-        closed = closed.unionByName(_anti(state.select(identity, closing), points, keys))
+        closed = closed.unionByName(anti_join(state.select(identity, closing), points, keys))
     return closed.select(
         to_timestamp(WS).alias("window_start"),
         to_timestamp(WE).alias("window_end"),
@@ -174,7 +164,7 @@ def deduplicate(ctx: CycleContext, op: str, cfg: dict[str, Any], df: DataFrame, 
     first = df.withColumn("__rn", rank).filter(F.col("__rn") == 1).drop("__rn")
     state = ctx.state(op)
     if state is not None:
-        first = _anti(first, state.lookup(tuple(keys), first, keys), keys)
+        first = anti_join(first, state.lookup(tuple(keys), first, keys), keys)
     first = ctx.cache(first)
     seen_at = F.unix_micros(F.col(ts_col)) if ts_col else F.lit(ctx.end_us)
     seen = first.select(*keys, seen_at.alias("__ts"))

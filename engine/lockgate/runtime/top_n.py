@@ -15,8 +15,8 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from .context import CycleContext
-from .layered_state import StateDelta
-from .stateful import _anti, _closed_gone, _closing
+from .layered_state import StateDelta, anti_join
+from .stateful import _closed_gone, _closing
 from .windowing import WE, WS, assign, to_timestamp, window_time
 
 #: the rank column of the state (and, named by the operator's ``rank`` option, of the output)
@@ -48,7 +48,7 @@ def window_top_n(
     if state is not None:
         old = state.lookup(identity, new.select(*group).distinct(), group)
         candidates = old.unionByName(new)
-        closing_untouched = _anti(state.select(identity, _closing(ctx)), new, group)
+        closing_untouched = anti_join(state.select(identity, _closing(ctx)), new, group)
     ranked = ctx.cache(
         candidates.withColumn(RANK, F.row_number().over(Window.partitionBy(*group).orderBy(
             *order_columns(cfg, columns))))

@@ -24,6 +24,7 @@ from .context import CycleContext
 from .interval_join import interval_join
 from .lookup import lookup_join
 from .over import over_aggregate
+from .table_aggregate import table_aggregate
 from .top_n import window_top_n
 
 _SQL_VIEW_LOCK = threading.Lock()
@@ -109,6 +110,8 @@ def translate(
         ts, is_end = ts_of(0)
         return over_aggregate(ctx, v.id, cfg, df, ts or "", is_end)
     if v.op == "running_aggregate":
+        if cfg.get("over_updates") is not None:
+            return table_aggregate(ctx, v.id, cfg, df)
         return stateful.running_aggregate(ctx, v.id, cfg, df)
     if v.op == "deduplicate":
         return stateful.deduplicate(ctx, v.id, cfg, df, ts_of(0)[0])

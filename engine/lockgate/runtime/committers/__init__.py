@@ -5,7 +5,8 @@ One committer per sink kind, all without Spark (the controller runs them):
 - **file** (:mod:`.files`): the staged folder is renamed to ``<path>/lg_window=<W>/``;
 - **collect** (:mod:`.collect`): the same under ``<home>/collect/<job>/<name>/``;
   :func:`read_collected` reads the committed windows back;
-- **postgres** (:mod:`.postgres`): the rows and a commit marker in one transaction.
+- **postgres** (:mod:`.postgres`): the rows and a commit marker in one transaction; with a
+  ``key`` (:mod:`.postgres_upsert`) the rows replace the rows of their keys.
 
 :func:`committer_for` picks the committer of a sink from its ``to_config()`` dict.
 """
@@ -20,6 +21,7 @@ from .base import SinkCommitter
 from .collect import CollectCommitter, collect_root, read_collected
 from .files import FileCommitter, FolderCommitter
 from .postgres import MARKER_TABLE, PostgresCommitter
+from .postgres_upsert import PostgresUpsertCommitter
 
 _COMMITTERS: dict[str, type[SinkCommitter]] = {
     "file": FileCommitter,
@@ -32,6 +34,8 @@ def committer_for(sink: dict[str, Any], home: str) -> SinkCommitter:
     """The committer of a sink given its ``to_config()`` dict; ``home`` is LOCKGATE_HOME."""
     kind = sink.get("kind") if isinstance(sink, dict) else None
     cls = _COMMITTERS.get(kind or "")
+    if cls is PostgresCommitter and sink.get("key"):
+        cls = PostgresUpsertCommitter
     if cls is None:
         raise SinkCommitError(f"no committer for sink kind {kind!r}; expected one of {sorted(_COMMITTERS)}")
     return cls(sink, home)
@@ -43,6 +47,7 @@ __all__ = [
     "FileCommitter",
     "FolderCommitter",
     "PostgresCommitter",
+    "PostgresUpsertCommitter",
     "SinkCommitter",
     "collect_root",
     "committer_for",

@@ -229,9 +229,8 @@ class PostgresCommitter(SinkCommitter):
                 self.discard(staged)
                 return replay
             counter = [0]
-            db_schema, name = pg.split_table(self.table)
             step[0] = "inserting the staged rows"
-            cur.adbc_ingest(name, self._reader(dataset, window, counter), mode="append", db_schema_name=db_schema)
+            self._write_rows(conn, cur, dataset, window, counter, job, sink_name)
             if counter[0] != int(staged.get("rows") or 0):
                 cur.execute(
                     f'UPDATE {MARKER_TABLE} SET rows = $4 WHERE job = $1 AND sink = $2 AND "window" = $3',
@@ -245,6 +244,13 @@ class PostgresCommitter(SinkCommitter):
             self._close(conn)
         self.discard(staged)
         return {"target": target, "rows": counter[0], "replayed": False}
+
+    def _write_rows(
+        self, conn: Any, cur: Any, dataset: ds.Dataset, window: int, counter: list[int], job: str, sink_name: str
+    ) -> None:
+        """Write the window's staged rows inside the commit's transaction (appended here)."""
+        db_schema, name = pg.split_table(self.table)
+        cur.adbc_ingest(name, self._reader(dataset, window, counter), mode="append", db_schema_name=db_schema)
 
     def _check_sole_writer(self, cur: Any, job: str, sink_name: str, window: int) -> None:
         """Refuse a table another job's (or sink's) commits already write: the rows carry the
