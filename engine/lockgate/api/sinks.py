@@ -19,16 +19,35 @@ class FileSink:
 
     The folder appears by one atomic rename when the window commits; Spark and pyarrow
     read ``path`` as a partitioned data set with an ``lg_window`` column.
+
+    With ``key`` (an updating stream's key, Parquet only) the window folders are the stream's
+    changelog (``op`` included) and ``<path>/_current/current.parquet`` is the compacted
+    current table: the last row of each key, deleted keys left out, replaced (one atomic
+    rename) as each window commits and rebuilt from the changelog on a restore. Rewriting it
+    costs what the table holds: a table of millions of keys belongs in ``PostgresSink(key=...)``.
     """
 
     path: str
     format: str = "parquet"
     options: dict[str, str] = field(default_factory=dict)
+    key: tuple[str, ...] | None = None
 
     kind = "file"
 
+    def __post_init__(self) -> None:
+        if self.key is not None:
+            if isinstance(self.key, str) or not self.key or not all(isinstance(k, str) and k for k in self.key):
+                raise ValueError(f"FileSink(key=...) takes a list of column names, got {self.key!r}")
+            if self.format.lower() != "parquet":
+                raise ValueError(f"FileSink(key=...) keeps its current view in Parquet: format={self.format!r} "
+                                 "cannot take a key (drop key=, or write Parquet)")
+            object.__setattr__(self, "key", tuple(self.key))
+
     def to_config(self) -> dict[str, Any]:
-        return {"kind": self.kind, "path": self.path, "format": self.format, "options": dict(self.options)}
+        config = {"kind": self.kind, "path": self.path, "format": self.format, "options": dict(self.options)}
+        if self.key is not None:  # left out without a key: plans written before keys keep their version
+            config["key"] = list(self.key)
+        return config
 
 
 @dataclass(frozen=True)

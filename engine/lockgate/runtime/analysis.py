@@ -121,6 +121,11 @@ def _analyze(graph: PipelineGraph, fns: Mapping[str, Callable[..., Any]], spark:
 
 #: operators that take an updating stream as it is (its key kept through them)
 _KEEPS_UPDATES = ("select", "with_column", "sink")
+#: how an error names an operator: the call that made it
+_CALLS = {"filter": "filter()", "sql": "sql()", "map_batches": "map_batches()", "union": "union()",
+          "window_aggregate": "a windowed aggregate", "window_top_n": "top_n()", "over_aggregate": "over()",
+          "deduplicate": "deduplicate()", "join": "join()", "interval_join": "join(between=... or ttl=...)",
+          "lookup_join": "lookup()"}
 
 
 def _updates_in(graph: PipelineGraph, v: PipelineVertex) -> None:
@@ -144,7 +149,7 @@ def _updates_in(graph: PipelineGraph, v: PipelineVertex) -> None:
         return
     key = ", ".join(updating.upsert_key) or "one row"
     raise CompileError(
-        f"{v.op} over an updating stream is not supported: '{updating.id}' replaces its rows by key ({key}) "
+        f"{_CALLS.get(v.op, v.op)} over an updating stream is not supported: '{updating.id}' replaces its rows by key ({key}) "
         "round after round, and this operator would take every replaced row as a new record. Aggregate it "
         "again with key_by(...).aggregate(...) (which takes back a key's old row), select or add columns, or "
         "sink it (PostgresSink(key=[...]) keeps the current rows); filter or window the records before the "

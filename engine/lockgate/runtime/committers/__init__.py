@@ -2,7 +2,8 @@
 
 One committer per sink kind, all without Spark (the controller runs them):
 
-- **file** (:mod:`.files`): the staged folder is renamed to ``<path>/lg_window=<W>/``;
+- **file** (:mod:`.files`): the staged folder is renamed to ``<path>/lg_window=<W>/``; with a
+  ``key``, ``<path>/_current/current.parquet`` is the compacted current table;
 - **collect** (:mod:`.collect`): the same under ``<home>/collect/<job>/<name>/``;
   :func:`read_collected` reads the committed windows back;
 - **postgres** (:mod:`.postgres`): the rows and a commit marker in one transaction; with a
@@ -19,7 +20,7 @@ from lockgate.errors import SinkCommitError
 
 from .base import SinkCommitter
 from .collect import CollectCommitter, collect_root, read_collected
-from .files import FileCommitter, FolderCommitter
+from .files import FileCommitter, FolderCommitter, KeyedFileCommitter
 from .postgres import MARKER_TABLE, PostgresCommitter
 from .postgres_upsert import PostgresUpsertCommitter
 
@@ -36,6 +37,8 @@ def committer_for(sink: dict[str, Any], home: str) -> SinkCommitter:
     cls = _COMMITTERS.get(kind or "")
     if cls is PostgresCommitter and sink.get("key"):
         cls = PostgresUpsertCommitter
+    elif cls is FileCommitter and sink.get("key"):
+        cls = KeyedFileCommitter
     if cls is None:
         raise SinkCommitError(f"no committer for sink kind {kind!r}; expected one of {sorted(_COMMITTERS)}")
     return cls(sink, home)
@@ -46,6 +49,7 @@ __all__ = [
     "CollectCommitter",
     "FileCommitter",
     "FolderCommitter",
+    "KeyedFileCommitter",
     "PostgresCommitter",
     "PostgresUpsertCommitter",
     "SinkCommitter",

@@ -121,3 +121,89 @@ class FileCommitter(FolderCommitter):
 
     def _root(self, job: str, sink_name: str) -> str:
         return self.path
+
+
+#: the compacted current view of a keyed file sink, under its path
+CURRENT_DIR = "_current"
+CURRENT_FILE = "current.parquet"
+#: the Parquet metadata key saying which window the current view reflects
+CURRENT_WINDOW = b"lockgate.window"
+OP, DELETE = "op", "-D"
+
+
+class KeyedFileCommitter(FileCommitter):
+    """File sink with a key: the window folders are a changelog, and ``_current/current.parquet``
+    the table it describes (each key's last row, deleted keys left out).
+
+    The view is derived from committed windows only, so it is rebuilt whenever it is behind:
+    a run killed between a window's rename and the view's replacement finds the window
+    committed when it replays the commit, and refreshes the view then.
+    """
+
+    def __init__(self, sink: dict[str, Any], home: str):
+        super().__init__(sink, home)
+        self.key: list[str] = list(sink["key"])
+
+    def current_uri(self) -> str:
+        return join(self.path, CURRENT_DIR, CURRENT_FILE)
+
+    def commit(self, job: str, sink_name: str, window: int, staged: dict[str, Any]) -> dict[str, Any]:
+        info = super().commit(job, sink_name, window, staged)
+        self._refresh(job, sink_name, window)
+        return info
+
+    def retract_after(self, job: str, sink_name: str, window: int) -> list[int]:
+        later = super().retract_after(job, sink_name, window)
+        self._refresh(job, sink_name, window, rebuild=True)
+        return later
+
+    def _view_window(self, fs: pafs.FileSystem, path: str) -> int | None:
+        import pyarrow.parquet as pq
+
+        if fs.get_file_info(path).type != pafs.FileType.File:
+            return None
+        meta = pq.read_schema(path, filesystem=fs).metadata or {}
+        return int(meta[CURRENT_WINDOW]) if CURRENT_WINDOW in meta else None
+
+    def _refresh(self, job: str, sink_name: str, window: int, rebuild: bool = False) -> None:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.dataset as ds
+        import pyarrow.parquet as pq
+
+        fs, root_path = resolve(self.path)
+        _, view_path = resolve(self.current_uri())
+        have = None if rebuild else self._view_window(fs, view_path)
+        if have is not None and have >= window:
+            return  # a replayed commit: the view already holds this window
+        windows = [w for w in committed_windows_in(fs, root_path) if w <= window]
+        if have is not None and have == (windows[-2] if len(windows) > 1 else None):
+            base, todo = pq.read_table(view_path, filesystem=fs), [window]
+        else:
+            base, todo = None, windows
+        for w in todo:
+            rows = ds.dataset(join(root_path, window_dir_name(w)), format="parquet", filesystem=fs).to_table()
+            gone = pc.equal(rows[OP], DELETE) if OP in rows.column_names else None
+            kept = rows if gone is None else rows.filter(pc.invert(pc.fill_null(gone, False)))
+            if OP in kept.column_names:
+                kept = kept.drop_columns([OP])
+            if base is not None:
+                base = base.join(rows.select(self.key), self.key, join_type="left anti")
+                base = pa.concat_tables([base.select(kept.column_names), kept], promote_options="permissive")
+            else:
+                base = kept
+        try:
+            fs.create_dir(join(root_path, CURRENT_DIR), recursive=True)
+            if base is None:
+                delete_path(fs, view_path)
+                return
+            base = base.replace_schema_metadata({**(base.schema.metadata or {}), CURRENT_WINDOW: str(window).encode()})
+            tmp = f"{view_path}.{uuid.uuid4().hex}.tmp"
+            pq.write_table(base, tmp, filesystem=fs)
+            fs.move(tmp, view_path)  # one rename replaces the view
+        except OSError as exc:
+            raise write_error(exc, self.path, context=f"job '{job}', sink '{sink_name}', window {window}",
+                              what="the current view (_current/current.parquet)", window=window,
+                              elsewhere=self.elsewhere, direct=True) or SinkCommitError(
+                f"job '{job}', sink '{sink_name}', window {window}: could not write the current view "
+                f"{self.current_uri()}: {exc}") from exc
