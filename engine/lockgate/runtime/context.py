@@ -52,6 +52,14 @@ class CycleContext:
         self.cached.append(df)
         return df
 
+    def cut(self, df: DataFrame) -> DataFrame:
+        """``df`` computed now and held as a plain table of rows: what is built on it later in
+        the round is analysed without the plan that made it (the state lookups above it), so
+        an operator that reads its input several times does not multiply that plan."""
+        if self.analysis:
+            return df
+        return df.localCheckpoint(eager=True)
+
     def release(self) -> None:
         for df in self.cached:
             df.unpersist()

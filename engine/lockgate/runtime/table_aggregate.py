@@ -52,7 +52,7 @@ def table_aggregate(ctx: CycleContext, op: str, cfg: dict[str, Any], df: DataFra
     aggs = cfg["aggs"]
     cols = input_columns(cfg, upstream_key, df.columns)
     deleted = F.col(OP) == F.lit(DELETE) if OP in df.columns else F.lit(False)
-    changes = ctx.cache(df.select(*cols, deleted.alias("__lg_gone")))
+    changes = ctx.cut(df.select(*cols, deleted.alias("__lg_gone")))
     upserts = changes.filter(~F.col("__lg_gone")).drop("__lg_gone")
     gone = changes.filter(F.col("__lg_gone")).select(*upstream_key)
     state = ctx.state(op, "rows")
@@ -62,7 +62,7 @@ def table_aggregate(ctx: CycleContext, op: str, cfg: dict[str, Any], df: DataFra
     touched = upserts.select(*keys)
     if old is not None:
         touched = touched.unionByName(old.select(*keys))
-    touched = ctx.cache(touched.distinct())
+    touched = ctx.cut(touched.distinct())
     # the groups' rows now: the state's rows of those groups, less the changed keys, plus the new rows
     live = upserts
     if state is not None:
