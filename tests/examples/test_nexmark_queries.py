@@ -29,6 +29,7 @@ for extra in (ROOT / "tests" / "engine" / "runtime", ROOT / "examples" / "nexmar
     if str(extra) not in sys.path:
         sys.path.insert(0, str(extra))
 import queries  # noqa: E402
+import sql_queries  # noqa: E402
 from reference import W0, read_sink  # noqa: E402
 
 EPS, SEED = 200, 42
@@ -125,6 +126,15 @@ SQL: dict[str, str] = {
 }
 SQL["q16"] = SQL["q15"].replace("SELECT strftime", "SELECT channel, strftime").replace(
     "AS total_bids,", "AS total_bids, max(strftime(date_time, '%H:%M')) AS minute,").replace("GROUP BY 1", "GROUP BY 1, 2")
+#: DuckDB for the queries written with Pipeline.sql (examples/nexmark/sql_queries.py)
+SQL_OF_SQL = {
+    "q0": SQL["q0"], "q1": SQL["q1"], "q2": SQL["q2"], "q11": SQL["q11"],
+    "q_bids_per_auction": """SELECT auction, (ts // 10000000) * 10000000 AS starttime,
+                               (ts // 10000000) * 10000000 + 10000000 AS endtime, count(*) AS num, max(price) AS top
+                             FROM bid GROUP BY 1, 2, 3""",
+    "q_bidder_totals": """SELECT bidder, count(*) AS bids, sum(price) AS spent, avg(price / 100) AS mean_dollars
+                          FROM bid WHERE price > 0 GROUP BY bidder""",
+}
 #: the running aggregates: compared by their latest row per key
 RUNNING = {"q4": ["category"], "q9": ["id"], "q15": ["day"], "q16": ["channel", "day"], "q17": ["auction", "day"],
            "q18": ["bidder", "auction"], "q19": ["auction"]}
@@ -194,13 +204,25 @@ def _same(a: Any, b: Any) -> bool:
 
 @pytest.mark.parametrize("name", sorted(queries.QUERIES, key=lambda q: int(q[1:])))
 def test_query_matches_duckdb(client, duck, name):
+    _check(client, duck, QUERIES, name, f"nexmark_{name}", SQL[name], RUNNING.get(name))
+
+
+@pytest.mark.parametrize("name", list(sql_queries.QUERIES))
+def test_query_written_in_sql_matches_duckdb(client, duck, name):
+    """The same queries written with Pipeline.sql: the same results as DuckDB over the same events."""
+    running = {"q_bidder_totals": ["bidder"]}.get(name)
+    _check(client, duck, str(ROOT / "examples" / "nexmark" / "sql_queries.py"), name, f"nexmark_sql_{name}",
+           SQL_OF_SQL[name], running)
+
+
+def _check(client, duck, module: str, name: str, job: str, sql: str, running: list[str] | None) -> None:
     con, _ = duck
-    run = client.run(f"{QUERIES}:{name}", first=W0, last=LAST)
+    run = client.run(f"{module}:{name}", first=W0, last=LAST)
     assert run.state == "FINISHED" and run.windows_run == LAST - W0 + 1
-    want = con.execute(SQL[name].format(end=END_US)).df()
-    got = read_sink(client, f"nexmark_{name}", "out")
-    if name in RUNNING:  # an updating result: the rows of each key's latest round
-        latest = got.groupby(RUNNING[name])["as_of"].transform("max")
+    want = con.execute(sql.format(end=END_US)).df()
+    got = read_sink(client, job, "out")
+    if running:  # an updating result: the rows of each key's latest round
+        latest = got.groupby(running)["as_of"].transform("max")
         got = got[got["as_of"] == latest]
         if "op" in got.columns:  # an aggregate over updates: a key whose latest row deletes it is gone
             got = got[got["op"] != "-D"]

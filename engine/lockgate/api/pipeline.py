@@ -132,6 +132,21 @@ class Pipeline:
         node = self._add("source", [], {"source": source.to_config()}, name, parallelism=1)
         return Stream(self, node.id)
 
+    def sql(self, query: str, name: str | None = None) -> Stream:
+        """A stream defined in Spark SQL over this pipeline's named streams (a source or an
+        operator is the table of its name), compiled to the operators the Python API builds:
+        ``WHERE`` a filter, ``GROUP BY window(ts, '10 seconds'), keys`` a windowed aggregate,
+        ``session_window`` sessions, ``GROUP BY keys`` alone a running aggregate. A clause that
+        cannot run incrementally (``ORDER BY``, ``LIMIT``, ``JOIN``, ``OVER``, a subquery) is a
+        :class:`~lockgate.errors.CompileError` naming it. See :mod:`lockgate.api.sql`.
+
+        >>> p.sql("SELECT auction, window.start AS window_start, count(*) AS bids, max(price) AS top "
+        ...       "FROM bids GROUP BY auction, window(date_time, '10 seconds')", name="per_auction")
+        """
+        from .sql import compile_sql
+
+        return compile_sql(self, query, name)
+
     def _next_name(self, op: str, name: str | None) -> str:
         """The name ``_add`` will give an ``op`` operator (for errors raised before it is added)."""
         return name or f"{op}_{self._counters.get(op, 0) + 1}"
