@@ -80,6 +80,14 @@ def q3() -> lg.Pipeline:
     return p
 
 
+def _bids_in_auction(p: lg.Pipeline) -> lg.Stream:
+    """``FROM auction A, bid B WHERE A.id = B.auction AND B.dateTime BETWEEN A.dateTime AND A.expires``."""
+    bids, auctions = _source(p, "bid"), _source(p, "auction")
+    return (bids.join(auctions, left_on=["auction"], right_on=["id"], between=(timedelta(0), HISTORY),
+                      name="in_auction")
+            .filter("date_time <= expires", name="before_expiry"))
+
+
 def q4() -> lg.Pipeline:
     """Average price for each category (of the auctions' final, i.e. highest, bids)::
 
@@ -94,11 +102,7 @@ def q4() -> lg.Pipeline:
     outer aggregate over it takes back an auction's old maximum before adding its new one.
     """
     p = _pipeline("q4")
-    bids, auctions = _source(p, "bid"), _source(p, "auction")
-    joined = (bids.join(auctions, left_on=["auction"], right_on=["id"], between=(timedelta(0), HISTORY),
-                        name="in_auction")
-              .filter("date_time <= expires", name="before_expiry"))
-    final = joined.key_by("id", "category").aggregate(final=lg.max("price"), name="final")
+    final = _bids_in_auction(p).key_by("id", "category").aggregate(final=lg.max("price"), name="final")
     _out(final.key_by("category").aggregate(avg_final=lg.avg("final"), name="per_category"))
     return p
 
@@ -119,11 +123,7 @@ def q6() -> lg.Pipeline:
     operator and what to do instead.
     """
     p = _pipeline("q6")
-    bids, auctions = _source(p, "bid"), _source(p, "auction")
-    joined = (bids.join(auctions, left_on=["auction"], right_on=["id"], between=(timedelta(0), HISTORY),
-                        name="in_auction")
-              .filter("date_time <= expires", name="before_expiry"))
-    final = joined.key_by("id", "seller").aggregate(final=lg.max("price"), name="final")
+    final = _bids_in_auction(p).key_by("id", "seller").aggregate(final=lg.max("price"), name="final")
     _out(final.key_by("seller").over(10, avg_final=lg.avg("final"), name="last_ten"))
     return p
 

@@ -11,23 +11,13 @@ Not written in SQL yet: the joins (``Pipeline.sql`` reads one stream; ``queries.
 
 from __future__ import annotations
 
-import os
-from datetime import timedelta
+import sys
+from pathlib import Path
 
 import lockgate as lg
 
-START = "2026-01-01T00:00:00"
-CYCLE = timedelta(seconds=10)
-
-
-def _pipeline(name: str) -> lg.Pipeline:
-    return lg.Pipeline(f"nexmark_{name}", cycle_window=CYCLE, parallelism=2)
-
-
-def _source(p: lg.Pipeline, stream: str) -> lg.Stream:
-    eps = int(os.environ.get("NEXMARK_EVENTS_PER_SECOND", "1000"))
-    seed = int(os.environ.get("NEXMARK_SEED", "42"))
-    return p.source(lg.NexmarkSource(stream, events_per_second=eps, seed=seed, start=START), name=f"{stream}s")
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # queries.py, beside this file
+from queries import _pipeline, _source
 
 
 def _sql(name: str, query: str, *streams: str) -> lg.Pipeline:
