@@ -119,6 +119,8 @@ def _analyze(graph: PipelineGraph, fns: Mapping[str, Callable[..., Any]], spark:
         _updates_out(v, schema)
 
 
+#: ``column AS name`` in a select: a plain rename
+_RENAME = re.compile(r"\s*`?(\w+)`?\s+(?:[aA][sS]\s+)?`?(\w+)`?\s*")
 #: operators that take an updating stream as it is (its key kept through them)
 _KEEPS_UPDATES = ("select", "with_column", "sink")
 #: how an error names an operator: the call that made it
@@ -167,6 +169,13 @@ def _updates_out(v: PipelineVertex, schema: StructType) -> None:
         return
     if v.upsert_key is None:
         return
+    if v.op == "select":  # a key column renamed (``c AS d``) is the key under its new name
+        renamed = {}
+        for e in v.config["exprs"]:
+            m = _RENAME.fullmatch(e)
+            if m:
+                renamed[m.group(1)] = m.group(2)
+        v.upsert_key = [k if k in schema.fieldNames() else renamed.get(k, k) for k in v.upsert_key]
     missing = [c for c in v.upsert_key if c not in schema.fieldNames()]
     if missing:
         raise CompileError(
