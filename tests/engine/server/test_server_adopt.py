@@ -112,7 +112,8 @@ def _worker(tmp_path, name: str, grace: float) -> tuple[subprocess.Popen, str]:
     log = home / "worker.log"
     cmd = [sys.executable, "-m", "lockgate.server.worker", "--controller", f"127.0.0.1:{_free_port()}",
            "--worker-id", name, "--spark-master", "local[1]", "--home", str(home), "--snapshots",
-           str(home / "snapshots"), "--heartbeat-interval", "0.5", "--heartbeat-timeout", "30",
+           # the timeout outlasts a JVM start on a loaded runner: the worker must reach Spark first
+           str(home / "snapshots"), "--heartbeat-interval", "0.5", "--heartbeat-timeout", "120",
            "--orphan-grace", str(grace)]
     env = {k: v for k, v in os.environ.items() if k != "LOCKGATE_TOKEN"}
     env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
