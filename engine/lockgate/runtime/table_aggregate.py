@@ -24,12 +24,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from . import aggregates as agg
+from .changelog import DELETE, OP, UPSERT
 from .context import CycleContext
 from .layered_state import StateDelta, anti_join
-
-#: the column of an updating stream that marks a deleted key
-OP = "op"
-DELETE, UPSERT = "-D", "+U"
 
 
 def input_columns(cfg: dict[str, Any], upstream_key: list[str], columns: list[str]) -> list[str]:

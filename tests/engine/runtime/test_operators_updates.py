@@ -163,28 +163,20 @@ def test_an_aggregate_over_updates_takes_back_old_rows_and_deletes_empty_groups(
         _same(_current(again, ["n"], last), _want_histogram(events, last), "histogram after the rerun")
 
 
-def filter_over_updates() -> lg.Pipeline:
+def _counts_then(consume) -> lg.Pipeline:
+    """A running count per item (an updating stream keyed by item), then ``consume(counts)``."""
     p = lg.Pipeline("bad_updates", cycle_window=timedelta(seconds=10))
     events = p.source(lg.FileSource(os.environ["LG_TEST_UPDATES_PATH"], event_time="ts"), name="events")
-    counts = events.key_by("item").aggregate(n=lg.count(), name="counts")
-    counts.filter("n > 2", name="busy").sink(lg.CollectSink("busy"), name="busy_out")
+    consume(events.key_by("item").aggregate(n=lg.count(), name="counts"))
     return p
 
 
-def select_dropping_the_key() -> lg.Pipeline:
-    p = lg.Pipeline("bad_updates", cycle_window=timedelta(seconds=10))
-    events = p.source(lg.FileSource(os.environ["LG_TEST_UPDATES_PATH"], event_time="ts"), name="events")
-    counts = events.key_by("item").aggregate(n=lg.count(), name="counts")
-    counts.select("n", name="no_key").sink(lg.CollectSink("n"), name="n_out")
-    return p
-
-
-def sink_keyed_by_a_missing_column() -> lg.Pipeline:
-    p = lg.Pipeline("bad_updates", cycle_window=timedelta(seconds=10))
-    events = p.source(lg.FileSource(os.environ["LG_TEST_UPDATES_PATH"], event_time="ts"), name="events")
-    counts = events.key_by("item").aggregate(n=lg.count(), name="counts")
-    counts.sink(lg.PostgresSink("postgresql://x@127.0.0.1/db", "t", key=["bidder"]), name="pg")
-    return p
+BAD = {
+    "filter_over_updates": lambda c: c.filter("n > 2", name="busy").sink(lg.CollectSink("busy"), name="busy_out"),
+    "select_dropping_the_key": lambda c: c.select("n", name="no_key").sink(lg.CollectSink("n"), name="n_out"),
+    "sink_keyed_by_a_missing_column": lambda c: c.sink(
+        lg.PostgresSink("postgresql://x@127.0.0.1/db", "t", key=["bidder"]), name="pg"),
+}
 
 
 @pytest.mark.parametrize(("factory", "operator", "message"), [
@@ -198,5 +190,5 @@ def test_what_would_misread_updates_is_refused_at_compile_time(
     from lockgate.runtime.compiler import compile_pipeline
 
     with pytest.raises(CompileError, match=message) as err:
-        compile_pipeline(globals()[factory](), spark)
+        compile_pipeline(_counts_then(BAD[factory]), spark)
     assert err.value.operator == operator

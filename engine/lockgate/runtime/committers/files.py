@@ -18,6 +18,7 @@ from lockgate.errors import SinkCommitError, StorageAccessError
 
 from ...filesystems import delete_path, is_dir, join, list_dirs, location_uri, resolve
 from ...storage_errors import storage_problem, write_error
+from ..changelog import DELETE, OP
 from ..staging import RETRACTED_DIR, committed_window, window_dir_name
 from .base import SinkCommitter, check_staged, drop_staged_after, staged_gone
 
@@ -128,7 +129,6 @@ CURRENT_DIR = "_current"
 CURRENT_FILE = "current.parquet"
 #: the Parquet metadata key saying which window the current view reflects
 CURRENT_WINDOW = b"lockgate.window"
-OP, DELETE = "op", "-D"
 
 
 class KeyedFileCommitter(FileCommitter):

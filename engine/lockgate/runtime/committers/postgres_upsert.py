@@ -29,13 +29,11 @@ import pyarrow.dataset as ds
 from lockgate.errors import SinkRefusedError
 
 from .. import postgres as pg
+from ..changelog import DELETE, OP
 from .postgres import MARKER_TABLE, PostgresCommitter
 
 #: before images of the rows each window of an upserting sink replaced
 HISTORY_TABLE = "lockgate_sink_history"
-#: the column of an updating stream that marks a deleted key
-OP = "op"
-DELETE = "-D"
 
 
 class PostgresUpsertCommitter(PostgresCommitter):
