@@ -87,6 +87,8 @@ class Pipeline:
         self.origin = origin if origin.tzinfo else origin.replace(tzinfo=UTC)
         self.nodes: dict[str, OpNode] = {}
         self._counters: dict[str, int] = {}
+        #: what Pipeline.sql knows of the streams it made (columns, event time, window)
+        self._sql_relations: dict[str, Any] = {}
 
     # -- windows ---------------------------------------------------------------------
     @property
@@ -436,7 +438,7 @@ class WindowedStream:
         self,
         n: int,
         by: str | list[str],
-        ascending: bool = False,
+        ascending: bool | list[bool] = False,
         rank: str = "rank",
         name: str | None = None,
     ) -> Stream:
@@ -445,6 +447,7 @@ class WindowedStream:
         ``window_start, window_end, <the record's columns>, rank`` (``rank`` 1..n). Ties are
         broken by the other columns, ascending, so replays rank alike. The state keeps at
         most ``n`` rows per key and window. ``top_n(1, by=ts)`` is the latest record per key.
+        ``ascending`` is one direction for every ``by`` column, or a list of one per column.
 
         Tumbling and sliding windows only (a session's records are not known until it closes).
 
@@ -457,12 +460,14 @@ class WindowedStream:
         cols = [by] if isinstance(by, str) else list(by)
         if not cols:
             raise ValueError("top_n() needs the column(s) to order by, e.g. by='price'")
+        if isinstance(ascending, list) and len(ascending) != len(cols):
+            raise ValueError(f"top_n() ascending={ascending!r}: one direction per by= column ({len(cols)})")
         config = {
             "keys": list(self.stream.keys or ()),
             "window": self.spec.to_config(),
             "n": n,
             "by": cols,
-            "ascending": bool(ascending),
+            "ascending": [bool(a) for a in ascending] if isinstance(ascending, list) else bool(ascending),
             "rank": rank,
         }
         return self.stream._then("window_top_n", config, name)

@@ -45,7 +45,11 @@ def _describe(v: PipelineVertex) -> str:
                  f"range between {timedelta(microseconds=c['range_us'])} preceding and current row")
         return f"over [{', '.join(c['keys'])}] order by event time {frame}: {aggs}"
     if v.op == "window_top_n":
-        order = "ascending" if c["ascending"] else "descending"
+        asc = c["ascending"]
+        if isinstance(asc, list):
+            by = ", ".join(f"{col} {'asc' if a else 'desc'}" for col, a in zip(c["by"], asc, strict=True))
+            return f"{_window_text(c['window'])}top {c['n']} by [{by}] per [{', '.join(c['keys'])}] as {c['rank']}"
+        order = "ascending" if asc else "descending"
         return (f"{_window_text(c['window'])}top {c['n']} by [{', '.join(c['by'])}] {order} per "
                 f"[{', '.join(c['keys'])}] as {c['rank']}")
     if v.op == "lookup_join":

@@ -258,6 +258,15 @@ def _validate_inputs(graph: PipelineGraph, v: PipelineVertex, in_schemas: list[S
                     f"first, e.g. .with_column('{col}', 'timestamp_millis({col})')",
                     v.id,
                 )
+    if v.op in ("join", "interval_join") and cfg.get("times"):  # a join written in SQL names its time columns
+        for u, col, side in zip(up, cfg["times"], ("left", "right"), strict=True):
+            if col and col != u.event_time:
+                raise CompileError(
+                    f"the join's time condition compares column '{col}' of the {side} stream '{u.id}', whose "
+                    f"event time is {repr(u.event_time) if u.event_time else 'gone (an operator before dropped it)'}"
+                    ": a join keeps and drops records by event time, so bound the event-time columns",
+                    v.id,
+                )
     if v.op == "deduplicate" and up[0].event_time is None:
         pass  # dedup without event time keeps the first record by column order
     if v.op == "lookup_join":
@@ -337,6 +346,12 @@ def _propagate_event_time(graph: PipelineGraph, v: PipelineVertex, schema: Struc
     up = graph.vertices[graph.inputs(v.id)[0].source]
     if up.event_time and _is_timestamp(schema, up.event_time):
         v.event_time, v.event_time_is_end = up.event_time, up.event_time_is_end
+    elif up.event_time and v.op == "select":  # the event-time column renamed (``window_end AS endtime``)
+        for e in v.config["exprs"]:
+            m = _RENAME.fullmatch(e)
+            if m and m.group(1) == up.event_time and _is_timestamp(schema, m.group(2)):
+                v.event_time, v.event_time_is_end = m.group(2), up.event_time_is_end
+                break
 
 
 __all__ = ["SparkSchemaInference", "struct_of"]

@@ -27,7 +27,9 @@ def order_columns(cfg: dict[str, Any], columns: list[str]) -> list[Column]:
     """The total order of the ranking: ``by`` columns first (descending unless ``ascending``),
     then every other column ascending, so ties are broken the same way on every replay."""
     by: list[str] = cfg["by"]
-    first = [F.col(c).asc_nulls_last() if cfg["ascending"] else F.col(c).desc_nulls_last() for c in by]
+    asc = cfg["ascending"]
+    directions = asc if isinstance(asc, list) else [asc] * len(by)
+    first = [F.col(c).asc_nulls_last() if a else F.col(c).desc_nulls_last() for c, a in zip(by, directions, strict=True)]
     rest = [F.col(c).asc_nulls_first() for c in columns if c not in by]
     return first + rest
 
