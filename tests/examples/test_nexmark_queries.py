@@ -84,6 +84,8 @@ SQL: dict[str, str] = {
                     AS sid FROM o)
               SELECT bidder, count(*) AS bid_count, min(ts) AS starttime, max(ts) + 10000000 AS endtime
               FROM s GROUP BY bidder, sid HAVING max(ts) + 10000000 < {end}""",
+    "q12": """SELECT bidder, count(*) AS bid_count, (p_time // 10000000) * 10000000 AS starttime,
+              (p_time // 10000000) * 10000000 + 10000000 AS endtime FROM bid GROUP BY 1, 3, 4""",
     "q13": """SELECT B.auction, B.bidder, B.price, B.ts AS date_time, S.value FROM bid B
               JOIN side_input S ON B.auction % 10000 = S.key""",
     "q14": """SELECT auction, bidder, 0.908 * price AS price,
@@ -150,6 +152,7 @@ def _events(stream: str) -> pd.DataFrame:
 
     df = nexmark_events(stream, W0, LAST, events_per_second=EPS, seed=SEED)
     df["ts"] = df["ts_us"]
+    df["p_time"] = df["nominal_us"]  # arrival: q12's processing time
     return df.drop(columns=["n", "nominal_us", "ts_us", "cycle"])
 
 
@@ -251,9 +254,9 @@ def test_over_an_updating_result_q6_is_refused_naming_the_operator(spark):
     assert err.value.operator == "last_ten"
 
 
-def test_processing_time_query_q12_is_refused(spark):
-    """q12 counts bids per bidder in processing-time windows (``PROCTIME()``): refused, as
-    a replay would count differently; the error says what to use."""
+def test_the_wall_clock_as_processing_time_is_refused(spark):
+    """q12 as Flink writes it (``PROCTIME()``, the wall clock) is refused, as a replay would
+    count differently; the error says what to use (the arrival column q12 windows on)."""
     from lockgate.runtime.compiler import compile_pipeline
 
     p = lg.Pipeline("nexmark_q12", cycle_window=timedelta(seconds=10))
@@ -263,3 +266,29 @@ def test_processing_time_query_q12_is_refused(spark):
      .sink(lg.CollectSink("out")))
     with pytest.raises(lg.CompileError, match=r"current_timestamp\(\).*arrival"):
         compile_pipeline(p, spark)
+
+
+def test_q12_windows_on_arrival_not_event_time(spark, tmp_path, monkeypatch):
+    """With events out of order (event time up to 3 s behind arrival), q12's windows hold the
+    bids that arrived in them: DuckDB's counts by arrival time, not by event time."""
+    from reference import nexmark_events
+
+    monkeypatch.setenv("NEXMARK_EVENTS_PER_SECOND", str(EPS))
+    monkeypatch.setenv("NEXMARK_SEED", str(SEED))
+    monkeypatch.setenv("NEXMARK_OUT_OF_ORDER", "3")
+    with lg.connect("embedded", home=str(tmp_path / "home")) as c:
+        run = c.run(f"{QUERIES}:q12", first=W0, last=W0 + 2)
+        assert run.state == "FINISHED"
+        got = read_sink(c, "nexmark_q12", "out")
+    bids = nexmark_events("bid", W0, W0 + 2, events_per_second=EPS, seed=SEED, out_of_order=3.0)
+    closed = (W0 + 3) * 10_000_000 - 3_000_000  # the watermark after the last window: end - lateness
+
+    def counts(col: str) -> list[tuple]:
+        w = (bids[col] // 10_000_000) * 10_000_000
+        df = bids.assign(w=w)[w + 10_000_000 <= closed].groupby(["bidder", "w"]).size()
+        return sorted((int(b), int(t), int(n)) for (b, t), n in df.items())
+
+    mine = sorted(zip(got["bidder"].astype(int), got["starttime"].astype(int), got["bid_count"].astype(int),
+                      strict=True))
+    assert mine == counts("nominal_us")
+    assert mine != counts("ts_us"), "the data put no bid in another window by event time: the check proves nothing"

@@ -22,7 +22,7 @@ from pyspark.sql.types import StructType
 from ..clock import from_micros
 from ..errors import CompileError
 from ..filesystems import resolve
-from ..nexmark import SCHEMAS, generate
+from ..nexmark import SCHEMAS, generate, stream_event_numbers
 from .availability import (
     file_ranges,
     list_files,
@@ -53,6 +53,19 @@ def _file_schema(cfg: dict[str, Any]) -> StructType:
         return from_arrow_schema(pq.read_schema(f))
 
 
+#: the type of a Nexmark source's arrival column (its date_time's)
+ARRIVAL_TYPE = SCHEMAS["bid"].field("date_time").type
+
+
+def _nexmark_table(conf: Any, cfg: dict[str, Any], first: int, last: int) -> pa.Table:
+    """Events ``[first, last)`` of a Nexmark source, with its arrival column when it has one."""
+    table = generate(conf, cfg["stream"], first, last)
+    if cfg.get("arrival"):
+        nominal = conf.event_time_us(stream_event_numbers(conf, cfg["stream"], first, last))
+        table = table.append_column(pa.field(cfg["arrival"], ARRIVAL_TYPE), pa.array(nominal, ARRIVAL_TYPE))
+    return table
+
+
 # -- public ----------------------------------------------------------------------------
 def source_schema(cfg: dict[str, Any]) -> StructType:
     """The Spark schema of a source's records (no Spark job)."""
@@ -60,7 +73,13 @@ def source_schema(cfg: dict[str, Any]) -> StructType:
     if kind == "nexmark":
         if cfg["stream"] not in SCHEMAS:
             raise CompileError(f"Nexmark stream {cfg['stream']!r} unknown: use 'person', 'auction' or 'bid'")
-        return from_arrow_schema(SCHEMAS[cfg["stream"]])
+        schema = SCHEMAS[cfg["stream"]]
+        if cfg.get("arrival"):
+            if cfg["arrival"] in schema.names:
+                raise CompileError(f"NexmarkSource(arrival={cfg['arrival']!r}): the {cfg['stream']} stream has a "
+                                   "column of that name; call the arrival column something else")
+            schema = schema.append(pa.field(cfg["arrival"], ARRIVAL_TYPE))
+        return from_arrow_schema(schema)
     if kind == "file":
         return _file_schema(cfg)
     if kind == "postgres":
@@ -93,7 +112,7 @@ def read_slice(
     if kind == "nexmark":
         conf = nexmark_config(cfg)
         first, last = conf.events_between(from_micros(start_us), from_micros(end_us))
-        table = generate(conf, cfg["stream"], first, last)
+        table = _nexmark_table(conf, cfg, first, last)
         return SourceSlice(_from_arrow(spark, table, schema), {"next_event": last}, table)
     if kind == "postgres":
         from .postgres import read_slice as pg_read
