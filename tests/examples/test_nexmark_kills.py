@@ -1,5 +1,6 @@
-"""kill -9 of a job holding the three kinds of state the Nexmark suite adds: a join with a TTL
-(q20's bid-auction join), a windowed top-N and a running aggregate (q17's per-auction totals).
+"""kill -9 of a job holding the kinds of state the Nexmark suite adds: a join with a TTL (q20's
+bid-auction join), a windowed top-N, a running aggregate (q17's per-auction totals) and an
+aggregate over that updating result (q4's kind: auctions per bid count, retracting).
 ``lockgate run`` is killed at aimed crash points (during a sink commit, with a window staged and
 not committed, before staging), run again, and its output is compared with DuckDB over the same
 events: nothing lost, nothing twice."""
@@ -41,8 +42,11 @@ def stateful() -> lg.Pipeline:
     (bids.key_by("auction").window(lg.Tumbling(timedelta(seconds=10))).top_n(3, by="price", name="top3")
      .select("auction", "price", "bidder", "date_time", "rank", "window_start", name="ranked")
      .sink(lg.CollectSink("top")))
-    (bids.key_by("auction").aggregate(n=lg.count(), total=lg.sum("price"), hi=lg.max("price"), name="totals")
-     .sink(lg.CollectSink("totals")))
+    totals = bids.key_by("auction").aggregate(n=lg.count(), total=lg.sum("price"), hi=lg.max("price"),
+                                              name="totals")
+    totals.sink(lg.CollectSink("totals"))
+    # a histogram over the updating totals: an auction leaves group n when its n-th bid comes
+    totals.key_by("n").aggregate(auctions=lg.count(), name="by_count").sink(lg.CollectSink("histogram"))
     return p
 
 
@@ -70,7 +74,7 @@ def _rows(df) -> list[tuple]:
     return sorted(tuple(v.item() if hasattr(v, "item") else v for v in r) for r in df.itertuples(index=False))
 
 
-def test_kills_of_a_join_a_top_n_and_a_running_aggregate_lose_and_duplicate_nothing(tmp_path, duck):
+def test_kills_of_a_join_a_top_n_and_updating_aggregates_lose_and_duplicate_nothing(tmp_path, duck):
     home = tmp_path / "home"
     for point, window in KILLS:
         proc = _run(home, f"{point}:{window}")
@@ -82,6 +86,7 @@ def test_kills_of_a_join_a_top_n_and_a_running_aggregate_lose_and_duplicate_noth
         joined = read_sink(client, "nexmark_state", "joined")
         top = read_sink(client, "nexmark_state", "top")
         totals = read_sink(client, "nexmark_state", "totals")
+        histogram = read_sink(client, "nexmark_state", "histogram")
 
     want = duck.execute("""SELECT b.auction, b.bidder, b.price, b.ts_us AS date_time, a.seller FROM bid b
                            JOIN auction a ON b.auction = a.id WHERE a.category = 10""").df()
@@ -104,3 +109,12 @@ def test_kills_of_a_join_a_top_n_and_a_running_aggregate_lose_and_duplicate_noth
     got = sorted(totals.groupby("auction")[["n", "total", "hi"]].max().itertuples())
     last = sorted(want.groupby("auction")[["n", "total", "hi"]].max().itertuples())
     assert [tuple(r) for r in got] == [tuple(r) for r in last]
+
+    # the histogram's current rows (each group's latest round, less the groups it deleted)
+    latest = histogram[histogram["as_of"] == histogram.groupby("n")["as_of"].transform("max")]
+    assert not latest.duplicated("n").any(), "a group has two rows in one round"
+    current = latest[latest["op"] != "-D"]
+    want = duck.execute("SELECT n, count(*) AS auctions FROM (SELECT auction, count(*) AS n FROM bid GROUP BY "
+                        "auction) GROUP BY n").df()
+    assert (histogram["op"] == "-D").any(), "no group was ever left empty: the retraction is not exercised"
+    assert _rows(current[["n", "auctions"]]) == _rows(want)
