@@ -69,7 +69,7 @@ def checkpoint_ms(run: dict[str, Any]) -> float:
 
 
 def summarize(doc: dict[str, Any]) -> dict[str, Any]:
-    runs = [r for r in doc["runs"] if not r.get("warmup")]
+    runs = [r for r in doc["runs"] if not r.get("warmup") and not r.get("unsupported")]
     cuts = doc["cuts"]
     finest = max(cuts)
     by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
@@ -149,7 +149,8 @@ def summarize(doc: dict[str, Any]) -> dict[str, Any]:
             "kill_after_window": rs[0]["kill_after_window"],
             "windows": rs[0]["windows"],
         }
-    return {"table": table, "ratios": ratios, "restores": restores, "targets": targets(doc, table, ratios)}
+    return {"table": table, "ratios": ratios, "restores": restores, "targets": targets(doc, table, ratios),
+            "unsupported": doc.get("unsupported") or {}}
 
 
 def targets(doc: dict[str, Any], table: dict[str, Any], ratios: dict[str, Any]) -> list[dict[str, Any]]:
@@ -196,11 +197,37 @@ def _f(x: float | None, fmt: str = "{:,.0f}") -> str:
     return "–" if x is None else fmt.format(x)
 
 
+NOT_SUPPORTED = "not supported by Structured Streaming"
+
+
+def _none(summ: dict[str, Any], wl: str, c: str) -> str:
+    """What a table shows for a contender without a figure: Spark's refusal, or a dash."""
+    return NOT_SUPPORTED if c in summ["unsupported"].get(wl, {}) else "–"
+
+
+def _ratio(summ: dict[str, Any], wl: str, key: str) -> str:
+    """A ``lockgate/<contender>`` ratio cell (``n/s`` where that contender refuses the query)."""
+    c = key.split("/", 1)[1]
+    return "n/s" if c in summ["unsupported"].get(wl, {}) else _f(summ["ratios"][wl].get(key), "{:.2f}")
+
+
+def unsupported_lines(summ: dict[str, Any]) -> list[str]:
+    """The queries Structured Streaming refused, each with Spark's one-line reason."""
+    rows = [(wl, c, reason) for wl, cs in summ["unsupported"].items() for c, reason in cs.items()]
+    if not rows:
+        return []
+    lines = ["", "**Not supported by Structured Streaming** (n/s above): Spark refused to start the query; "
+             "its reason, the AnalysisException's first line:", ""]
+    return lines + [f"- {WORKLOADS[wl].title}, {SHORT[c]}: `{reason}`" for wl, c, reason in rows]
+
+
 def markdown(doc: dict[str, Any], summ: dict[str, Any]) -> str:
     m, size = doc["machine"], doc["size"]
     table, ratios = summ["table"], summ["ratios"]
     finest = max(doc["cuts"])
-    contenders = [c for c in ("lockgate", "sss", "sss_rocksdb", "batch") if any(c in t for t in table.values())]
+    refused = summ["unsupported"].values()
+    contenders = [c for c in ("lockgate", "sss", "sss_rocksdb", "batch")
+                  if any(c in t for t in table.values()) or any(c in u for u in refused)]
     lines = [
         "# Lockgate benchmark results",
         "",
@@ -236,18 +263,20 @@ def markdown(doc: dict[str, Any], summ: dict[str, Any]) -> str:
         cells = []
         for c in contenders:
             s = table[wl].get(c)
-            cells.append("–" if not s else f"{_f(s['throughput'])} ({_f(s['throughput_min'])}–{_f(s['throughput_max'])})")
-        r = ratios[wl]
+            cells.append(_none(summ, wl, c) if not s
+                         else f"{_f(s['throughput'])} ({_f(s['throughput_min'])}–{_f(s['throughput_max'])})")
         lines.append(f"| {WORKLOADS[wl].title} | " + " | ".join(cells) + " | "
-                     + " | ".join(_f(r.get(k), "{:.2f}") for k in ("lockgate/sss", "lockgate/sss_rocksdb", "lockgate/batch"))
+                     + " | ".join(_ratio(summ, wl, k) for k in ("lockgate/sss", "lockgate/sss_rocksdb", "lockgate/batch"))
                      + " |")
+    lines += unsupported_lines(summ)
     lines += ["", "Seconds from first read to last commit, and session start-up (JVM + SparkSession):", "",
               "| workload | " + " | ".join(SHORT[c] for c in contenders) + " | start-up (median of all) |",
               "|---|" + "---:|" * (len(contenders) + 1)]
     for wl in table:
-        ss = [table[wl].get(c) for c in contenders]
-        su = _median([s["startup_s"] for s in ss if s])
-        lines.append(f"| {WORKLOADS[wl].title} | " + " | ".join("–" if not s else f"{s['process_s']:.1f}" for s in ss)
+        ss = {c: table[wl].get(c) for c in contenders}
+        su = _median([s["startup_s"] for s in ss.values() if s])
+        lines.append(f"| {WORKLOADS[wl].title} | "
+                     + " | ".join(_none(summ, wl, c) if not s else f"{s['process_s']:.1f}" for c, s in ss.items())
                      + f" | {_f(su, '{:.1f}')} s |")
     if any(s.get("cpu_s") for t in table.values() for s in t.values()):
         lines += ["", "CPU seconds of each run's process tree (driver, JVM, Python workers; set-up and processing, "
@@ -258,8 +287,10 @@ def markdown(doc: dict[str, Any], summ: dict[str, Any]) -> str:
         for wl in table:
             r = ratios[wl]
             lines.append(f"| {WORKLOADS[wl].title} | "
-                         + " | ".join(_f((table[wl].get(c) or {}).get("cpu_s"), "{:.1f}") for c in contenders) + " | "
-                         + " | ".join(_f(r.get(f"cpu lockgate/{k}"), "{:.2f}") for k in ("sss", "sss_rocksdb", "batch"))
+                         + " | ".join(_none(summ, wl, c) if c not in table[wl] else _f(table[wl][c].get("cpu_s"), "{:.1f}")
+                                      for c in contenders) + " | "
+                         + " | ".join("n/s" if k in summ["unsupported"].get(wl, {})
+                                      else _f(r.get(f"cpu lockgate/{k}"), "{:.2f}") for k in ("sss", "sss_rocksdb", "batch"))
                          + " |")
     lines += [
         "",

@@ -5,12 +5,14 @@
     python -m bench.run --size tiny --check-only   # the smoke run of the test command
 
 Lockgate, Spark Structured Streaming (default and RocksDB state store) and one plain
-PySpark batch job run the same four Nexmark workloads over the same Parquet files, each
+PySpark batch job run the same seven Nexmark workloads over the same Parquet files, each
 run in its own process (a fresh JVM; local[2], the same driver memory and shuffle
 partitions for all), interleaved (c a b b' c a b b' ...), a warm-up round discarded.
 Every run's output is checked against the batch job's before any speed is kept; a
-mismatch fails the run. Results go to ``bench/results/``: ``results.json`` (every run),
-``results.md`` (the tables) and ``chart.png``.
+mismatch fails the run. A query Structured Streaming refuses (its AnalysisException) is
+recorded as not supported, with Spark's reason, instead of a figure. Results go to
+``bench/results/``: ``results.json`` (every run), ``results.md`` (the tables) and
+``chart.png``.
 """
 
 from __future__ import annotations
@@ -124,6 +126,8 @@ class Bench:
         self.started = datetime.now(UTC)
         self.machine = machine()
         self.failures: list[dict[str, Any]] = []
+        #: workload -> contender -> Spark's reason for refusing the query
+        self.unsupported: dict[str, dict[str, str]] = {}
         self.engine = engine_version()
 
     # -- plumbing ------------------------------------------------------------------------
@@ -173,7 +177,7 @@ class Bench:
 
     def check(self, contender: str, workload: str, out: Path, what: str, end_us: int | None = None) -> int:
         end_us = self.data["end_us"] if end_us is None else end_us
-        got = canonical(read_output(contender, out), workload, end_us)
+        got = canonical(read_output(contender, out, workload), workload, end_us)
         ref = self.refs[workload]
         if end_us != self.data["end_us"]:
             ref = restrict(ref, workload, end_us)
@@ -196,7 +200,8 @@ class Bench:
                     plan = [(c, self.finest) for c in first + order]
                     plan += [(c, cut) for cut in sorted(self.cuts, reverse=True)[1:] for c in order]
                 for contender, cut in plan:
-                    self.one(wl, contender, cut, rep - warm, warmup)
+                    if contender not in self.unsupported.get(wl, {}):
+                        self.one(wl, contender, cut, rep - warm, warmup)
                 self.save()
 
     def reference(self, wl: str) -> None:
@@ -204,10 +209,28 @@ class Bench:
         if run_dir.exists():
             shutil.rmtree(run_dir)
         res, fin = self.launch(self.spec("batch", wl, 1, run_dir), run_dir)
-        self.refs[wl] = canonical(read_output("batch", run_dir / "out"), wl, self.data["end_us"])
+        self.refs[wl] = canonical(read_output("batch", run_dir / "out", wl), wl, self.data["end_us"])
         log(f"  reference (batch): {self.refs[wl].num_rows:,} rows compared, {res['process_s']:.1f}s")
 
-    def one(self, wl: str, contender: str, cut: int, rep: int, warmup: bool) -> dict[str, Any]:
+    def subset_reference(self, wl: str, sub: dict[str, Any]) -> Any:
+        """The reference on the first windows ``sub`` of the data: the full reference cut at
+        its end, or, for an updating result (whose current table a cut cannot give), a batch
+        job of its own over ``sub``."""
+        if not WORKLOADS[wl].updating:
+            return restrict(self.refs[wl], wl, sub["end_us"])
+        run_dir = self.work / "ref" / f"{wl}-first{sub['spec']['windows']}"
+        if run_dir.exists():
+            shutil.rmtree(run_dir)
+        self.launch(self.spec("batch", wl, 1, run_dir, data=sub), run_dir)
+        return canonical(read_output("batch", run_dir / "out", wl), wl, sub["end_us"])
+
+    def refuse(self, wl: str, contender: str, reason: str, what: str) -> None:
+        """Record that Structured Streaming refuses ``wl`` (no figure is kept for it)."""
+        if contender not in self.unsupported.setdefault(wl, {}):
+            log(f"  {what}: not supported by Structured Streaming: {reason}")
+        self.unsupported[wl][contender] = reason
+
+    def one(self, wl: str, contender: str, cut: int, rep: int, warmup: bool) -> dict[str, Any] | None:
         tag = f"{contender}-c{cut}-r{rep}" if not warmup else f"{contender}-c{cut}-warmup"
         run_dir = self.work / "runs" / wl / tag
         for attempt in (1, 2):  # a crashed run (not a wrong output) is retried once
@@ -222,6 +245,9 @@ class Bench:
                 log(f"  {tag}: run failed, retrying once: {str(err).splitlines()[0]}")
                 self.failures.append({"workload": wl, "tag": tag, "error": str(err)[-2000:]})
         assert res is not None
+        if res.get("unsupported"):
+            self.refuse(wl, contender, res["unsupported"], f"{wl} {tag}")
+            return None
         rows = self.check(contender, wl, run_dir / "out", f"{wl} {tag}")
         events = self.events(wl)
         rec = {
@@ -254,14 +280,16 @@ class Bench:
             sub = subset(self.data, size.restore_windows, self.work / "data" / f"{size.name}-first{size.restore_windows}")
             for rep in range(max(1, min(self.args.reps, 3))):
                 for contender in [c for c in STREAMING if c in self.contenders]:
-                    rec = self.restore_one(wl, contender, sub, rep)
+                    rec = None if contender in self.unsupported.get(wl, {}) else self.restore_one(wl, contender, sub, rep)
+                    if rec is None:
+                        continue
                     self.restores.append(rec)
                     log(f"  restore {wl} {contender} r{rep}: first commit {rec['normal_first_commit_s']:.1f}s "
                         f"fresh, {rec['restart_first_commit_s']:.1f}s after kill -9 -> restore latency "
                         f"{rec['restore_latency_s']:+.1f}s; {rec['windows_replayed']} windows replayed; output equal")
                 self.save()
 
-    def restore_one(self, wl: str, contender: str, sub: dict[str, Any], rep: int) -> dict[str, Any]:
+    def restore_one(self, wl: str, contender: str, sub: dict[str, Any], rep: int) -> dict[str, Any] | None:
         k = self.size.kill_after
         cut = sub["spec"]["windows"]
         base = self.work / "restore" / wl / f"{contender}-r{rep}"
@@ -271,11 +299,13 @@ class Bench:
             rec = self.restore_lockgate(wl, sub, base, cut, k)
         else:
             rec = self.restore_sss(wl, contender, sub, base, cut, k)
+            if rec is None:
+                return None
         # exactly once: the restored run's output equals the uninterrupted one's and the reference
-        normal = canonical(read_output(contender, base / "normal" / "out"), wl, sub["end_us"])
-        restored = canonical(read_output(contender, base / "killed" / "out"), wl, sub["end_us"])
+        normal = canonical(read_output(contender, base / "normal" / "out", wl), wl, sub["end_us"])
+        restored = canonical(read_output(contender, base / "killed" / "out", wl), wl, sub["end_us"])
         compare(normal, restored, f"restore {wl} {contender}: restored vs uninterrupted output")
-        compare(restrict(self.refs[wl], wl, sub["end_us"]), normal, f"restore {wl} {contender}: vs reference")
+        compare(self.subset_reference(wl, sub), normal, f"restore {wl} {contender}: vs reference")
         rec.update(workload=wl, contender=contender, rep=rep, kill_after_window=k, windows=cut,
                    rows_compared=normal.num_rows, verified=True,
                    restore_latency_s=rec["restart_first_commit_s"] - rec["normal_first_commit_s"])
@@ -342,11 +372,14 @@ class Bench:
         return rec
 
     def restore_sss(self, wl: str, contender: str, sub: dict[str, Any], base: Path, cut: int,
-                    k: int) -> dict[str, Any]:
+                    k: int) -> dict[str, Any] | None:
         rec: dict[str, Any] = {}
         normal = self.spec(contender, wl, cut, base / "normal", data=sub)
         res, fin = self.launch(normal, base / "normal")
         assert res is not None
+        if res.get("unsupported"):
+            self.refuse(wl, contender, res["unsupported"], f"restore {wl} {contender}")
+            return None
         rec["normal_first_commit_s"] = res["first_commit_at"] - res["launched_at"]
         rec["normal_peak_rss_mb"] = fin.peak_rss_mb
         killed = self.spec(contender, wl, cut, base / "killed", data=sub)
@@ -401,11 +434,16 @@ class Bench:
                 specs.append(self.spec(contender, wl, min(self.cuts), run_dir / wl / contender))
         self.launch({"runs": specs, "contender": "all", "workload": "all", "cut": min(self.cuts),
                      "result": str(run_dir / "done.json")}, run_dir)
-        checked = []
+        checked: list[dict[str, Any]] = []
         for spec in specs:
             wl, contender = spec["workload"], spec["contender"]
             if contender == "batch":
-                self.refs[wl] = canonical(read_output("batch", spec["out"]), wl, self.data["end_us"])
+                self.refs[wl] = canonical(read_output("batch", spec["out"], wl), wl, self.data["end_us"])
+                continue
+            reason = json.loads(Path(spec["result"]).read_text()).get("unsupported")
+            if reason:
+                self.refuse(wl, contender, reason, f"{wl} {contender}")
+                checked.append({"workload": wl, "contender": contender, "unsupported": reason})
                 continue
             rows = self.check(contender, wl, Path(spec["out"]), f"smoke {wl} {contender}")
             checked.append({"workload": wl, "contender": contender, "rows": rows})
@@ -431,6 +469,7 @@ class Bench:
             "restores": self.restores,
             "profiles": self.profiles,
             "failures": self.failures,
+            "unsupported": self.unsupported,
             "engine": self.engine,
         }
         (self.out / "results.json").write_text(json.dumps(doc, indent=1, default=str))
@@ -461,6 +500,9 @@ def restrict(ref: Any, workload: str, end_us: int) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    if WORKLOADS[workload].updating:
+        raise ValueError(f"{workload}: an updating result's current table on fewer windows is not a cut of "
+                         "the full one (run the batch job on those windows)")
     end = pa.scalar(end_us, pa.timestamp("us", tz="UTC"))
     if workload == "w0":
         return ref.filter(pc.less(ref.column("date_time"), end))

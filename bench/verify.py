@@ -8,6 +8,12 @@ Outputs are read without Spark:
 - Structured Streaming's file sink: only the files its ``_spark_metadata`` log lists, so
   files of a batch that was killed before it committed are not read (what Spark does);
 - the batch job: every Parquet file of its output folder.
+
+An updating result (a workload with a key) is read as its final current table, one row per
+key. Lockgate and Structured Streaming both write its changelog, the rows each cycle or
+micro-batch updated (Lockgate: ``lg_window=<W>/``; Structured Streaming's update-mode
+``foreachBatch``: ``batch=<id>/``); a key's row is the one of its highest window or batch (a
+Lockgate row whose ``op`` is a delete drops its key). The batch job writes the table itself.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
+
+from lockgate.runtime.changelog import DELETE, OP
 
 from .workloads import WORKLOADS
 
@@ -54,9 +62,36 @@ def _sss_files(out: Path) -> list[str]:
     return sorted(p for p, keep in files.items() if keep)
 
 
-def read_output(kind: str, out: str | Path) -> pa.Table:
-    """The rows a contender wrote to ``out`` (``kind``: lockgate, sss, sss_rocksdb, batch)."""
+def latest_per_key(table: pa.Table, key: tuple[str, ...], order: str) -> pa.Table:
+    """Each key's row with the highest ``order`` (one row per key and ``order`` value assumed)."""
+    last = table.group_by(list(key)).aggregate([(order, "max")])
+    last = last.rename_columns([order if c == f"{order}_max" else c for c in last.column_names])
+    return table.join(last, keys=[*key, order], join_type="inner")
+
+
+def read_current(kind: str, out: Path, key: tuple[str, ...]) -> pa.Table:
+    """An updating result's final current table (see the module doc)."""
+    if kind == "batch":
+        return read_output(kind, out)
+    if not out.exists():
+        return pa.table({})
+    # Lockgate: the changelog's lg_window=<W> folders; Structured Streaming: batch=<id>
+    order = "lg_window" if kind == "lockgate" else "batch"
+    changes = ds.dataset(str(out), format="parquet", partitioning="hive").to_table()
+    if not changes.num_rows:
+        return pa.table({})
+    current = latest_per_key(changes, key, order)
+    if OP in current.column_names:  # a key whose latest row deletes it is not in the table
+        current = current.filter(pc.invert(pc.fill_null(pc.equal(current[OP], DELETE), False)))
+    return current
+
+
+def read_output(kind: str, out: str | Path, workload: str | None = None) -> pa.Table:
+    """The rows a contender wrote to ``out`` (``kind``: lockgate, sss, sss_rocksdb, batch);
+    for an updating ``workload``, its final current table."""
     out = Path(out)
+    if workload is not None and WORKLOADS[workload].updating:
+        return read_current(kind, out, WORKLOADS[workload].upsert_key)
     if kind in ("sss", "sss_rocksdb"):
         files = _sss_files(out)
         if not files:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import HDFS_PROVIDER, LG_DETAIL, MASTER, REPO, ROCKSDB_CONF
-from .workloads import PIPELINE_FILE, spark_output
+from .workloads import PIPELINE_FILE, WORKLOADS, spark_output
 
 # -- Py4J round trips --------------------------------------------------------------------
 #: calls, seconds blocked, and calls/seconds of the short ones (< 10 ms: round trips that
@@ -266,7 +266,29 @@ def run_lockgate(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
     return out
 
 
+def _sss_writer(df: Any, workload: str, out: str) -> Any:
+    """The query's sink: the Parquet file sink in append mode, or, for an updating result
+    (which needs update mode, refused by the file sink), ``foreachBatch`` writing each
+    micro-batch's updated rows to ``<out>/batch=<id>/`` (overwritten on a replay, so exactly once)."""
+    if not WORKLOADS[workload].updating:
+        return df.writeStream.format("parquet").option("path", out).outputMode("append")
+
+    def write(batch: Any, batch_id: int) -> None:
+        batch.write.mode("overwrite").parquet(f"{out}/batch={batch_id}")
+
+    return df.writeStream.outputMode("update").foreachBatch(write)
+
+
+def unsupported_reason(err: Exception) -> str:
+    """Spark's one-line reason for refusing a streaming query (its message's first line)."""
+    text = str(err).strip()
+    return text.splitlines()[0].strip() if text else type(err).__name__
+
+
 def run_sss(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
+    """One Structured Streaming run; ``{"unsupported": reason}`` where Spark refuses the query."""
+    from pyspark.errors import AnalysisException
+
     work = Path(spec["work"])
     ckpt = work / "checkpoint"
     provider = dict(ROCKSDB_CONF) if spec["contender"] == "sss_rocksdb" else {
@@ -282,14 +304,11 @@ def run_sss(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
     t0 = time.time()
     with BytesWatcher([ckpt]) as watcher:
         df = spark_output(spark, spec["workload"], spec["data"], streaming=True, max_files=spec["files_per_trigger"])
-        query = (
-            df.writeStream.format("parquet")
-            .option("path", spec["out"])
-            .option("checkpointLocation", str(ckpt))
-            .outputMode("append")
-            .trigger(availableNow=True)
-            .start()
-        )
+        writer = _sss_writer(df, spec["workload"], spec["out"]).option("checkpointLocation", str(ckpt))
+        try:
+            query = writer.trigger(availableNow=True).start()
+        except AnalysisException as err:  # Spark refuses the query (its operators or output mode)
+            return {"unsupported": unsupported_reason(err), "setup_s": time.time() - t0}
         query.awaitTermination()
     t1 = time.time()
     jobs1, py1 = _spark_jobs(spark), _py4j_snapshot()
