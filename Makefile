@@ -1,5 +1,5 @@
 # Lockgate. `make test` is the test command (.ci/run runs it).
-.PHONY: setup demo demo-cli test lint
+.PHONY: setup demo demo-cli test test-long lint
 
 setup:
 	@scripts/setup.sh
@@ -12,6 +12,10 @@ demo-cli: setup
 
 test: setup
 	@scripts/test.sh
+
+# the test command and the long tests it skips (each covered in short by one it runs)
+test-long: setup
+	@LOCKGATE_TEST_LONG=1 scripts/test.sh
 
 lint: setup
 	@.venv/bin/ruff check .

@@ -12,9 +12,9 @@ unset PYTHONPATH  # lockgate is installed editable: test what is installed
 ruff check .
 
 set +e
-# Two test processes (one Spark session each), a test module never split between them: most
-# tests wait on JVMs, controllers and Airflow, so two share this 2-core machine well.
-python -m pytest tests -q -p no:cacheprovider -n "${LOCKGATE_TEST_PROCESSES:-2}" --dist loadfile \
+# Three test processes (one Spark session each), a test module never split between them: many
+# tests wait on JVMs, controllers, heartbeats and Airflow, so three keep a 2-core machine busy.
+python -m pytest tests -q -p no:cacheprovider -n "${LOCKGATE_TEST_PROCESSES:-3}" --dist loadfile \
     --durations=25 "$@"
 rc=$?
 set -e

@@ -23,6 +23,17 @@ from small_disk import SmallDisk, mount, unmount
 PG_HOST, PG_PORT, PG_USER = "127.0.0.1", 5432, "postgres"
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The test command skips the ``long`` tests (each has a shorter sibling that runs);
+    ``make test-long`` (``LOCKGATE_TEST_LONG=1``) runs them too."""
+    if os.environ.get("LOCKGATE_TEST_LONG") == "1":
+        return
+    skip = pytest.mark.skip(reason="long: make test-long runs it")
+    for item in items:
+        if "long" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return Path(__file__).resolve().parent.parent

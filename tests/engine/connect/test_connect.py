@@ -307,6 +307,7 @@ def _lockgate_run(sc: Scenario, master: str, fault: str | None, log: Path) -> su
                                 start_new_session=True)  # its own group: the crash kills the group
 
 
+@pytest.mark.long  # Spark Connect's restore is the local one's (tests/engine/control/test_restore.py)
 def test_restore_after_kill_9(
     tmp_path: Path, pg_url: str, connect_server: str, local_run: dict[str, Any],
     group_gone: Callable[[int], None],

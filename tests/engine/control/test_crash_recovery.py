@@ -443,6 +443,7 @@ def test_deterministic_crash_points(tmp_path: Path, pg_url: str, reference: dict
     )
 
 
+@pytest.mark.long  # the fault suites' short forms kill at random in the test command
 def test_random_kills(tmp_path: Path, pg_url: str, reference: dict[str, Any]) -> None:
     """SIGKILL the run's process group at random instants (seeded), three times over the
     same run, then rerun until it finishes. Kill 1 strikes a random instant of a random

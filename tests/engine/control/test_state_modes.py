@@ -6,7 +6,8 @@ state is carried: deltas on a base (the default), a full snapshot every round
 The operators here are the ones ``test_catchup.py`` leaves out: a session window, a windowed
 top-N, an OVER aggregation, a TTL join and a running ``top_k``. Each is checked against an
 independent reference in its own ``test_operators_*.py``; this module checks that the ways of
-carrying state agree with each other.
+carrying state agree with each other. Long (``make test-long``): ``test_catchup.py`` and
+``test_compaction.py`` carry state the three ways in the test command.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import pyarrow as pa
 import pytest
 
 import lockgate as lg
+
+pytestmark = pytest.mark.long
 
 T0_ISO = "2026-01-01T00:00:00"
 W0 = 1767225600 // 10

@@ -53,6 +53,7 @@ def _idle_worker(client) -> bool:
     return any(w["state"] == "IDLE" for w in client.list_workers())
 
 
+@pytest.mark.long  # tests/faults/test_served_faults.py kills workers in the test command
 def test_worker_kill9_mid_cycle_recovers_exactly(srv, make_controller, reference, tmp_path):
     events_n = 16000  # 8 cycle windows
     first, last = srv.FIRST, srv.FIRST + srv.windows(events_n) - 1

@@ -52,6 +52,7 @@ async def _open_streams(url: str, job: str, hold: threading.Event, held: list[in
 
 
 @pytest.mark.slow
+@pytest.mark.long  # tests/engine/server/test_server_requests.py checks the limits' status codes
 def test_many_watch_streams_are_bounded_and_never_starve_workers(make_controller, srv, tmp_path):
     ctl = make_controller("limits", args=("--standby-workers", "1", "--max-streams", "64",
                                           "--max-streams-per-client", "16")).start()
