@@ -55,6 +55,12 @@ class JavaNotFoundError(LockgateError):
     code = "FAILED_PRECONDITION"
 
 
+class SparkStartError(LockgateError):
+    """The Spark driver JVM exited before it started; the message carries its last lines."""
+
+    code = "UNAVAILABLE"
+
+
 class JobNotFoundError(LockgateError):
     code = "NOT_FOUND"
 

@@ -9,6 +9,7 @@ client may change, so it prints nothing either.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import logging
 import os
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lockgate.defaults import DEFAULT_SPARK_MASTER
-from lockgate.errors import InvalidArgumentError, JavaNotFoundError
+from lockgate.errors import InvalidArgumentError, JavaNotFoundError, SparkStartError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -104,7 +105,7 @@ def _reusable(s: SparkSession | None) -> bool:
 
 
 def _launch_gateway_filtered(conf: dict[str, str], keep_all: bool) -> None:
-    """Start the driver JVM ourselves, with its stderr copied through a filter thread.
+    """Start the driver JVM ourselves, with its stdout and stderr copied to stderr through a filter thread.
 
     The JVM prints "WARNING: Using incubator modules" (Spark's launcher always adds
     ``--add-modules=jdk.incubator.vector``) straight to stderr, outside log4j. PySpark reuses
@@ -115,15 +116,33 @@ def _launch_gateway_filtered(conf: dict[str, str], keep_all: bool) -> None:
 
     if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
         return
-    gateway = launch_gateway(SparkConf(loadDefaults=False).setAll(conf.items()), {"stderr": subprocess.PIPE})
+    # the pump reads the JVM's stderr from its start, so a JVM that dies before it sends its
+    # port (PySpark then says only "Java gateway process exited") leaves its reason in the error
+    read_end, write_end = os.pipe()
+    last: collections.deque[bytes] = collections.deque(maxlen=20)
 
-    def pump(stream) -> None:
-        for line in iter(stream.readline, b""):
-            if keep_all or not _JVM_NOISE.match(line):
-                with contextlib.suppress(OSError):
-                    os.write(2, line)
+    def pump(fd: int) -> None:
+        with os.fdopen(fd, "rb") as stream:
+            for line in iter(stream.readline, b""):
+                last.append(line)
+                if keep_all or not _JVM_NOISE.match(line):
+                    with contextlib.suppress(OSError):
+                        os.write(2, line)
 
-    threading.Thread(target=pump, args=(gateway.proc.stderr,), name="spark-jvm-stderr", daemon=True).start()
+    reader = threading.Thread(target=pump, args=(read_end,), name="spark-jvm-stderr", daemon=True)
+    reader.start()
+    try:
+        # the JVM's stdout too: it says why it could not start there ("Error occurred during
+        # initialization of VM"), and nothing it prints belongs in a command's own output
+        gateway = launch_gateway(SparkConf(loadDefaults=False).setAll(conf.items()),
+                                 {"stdout": write_end, "stderr": write_end})
+    except Exception as err:
+        os.close(write_end)
+        reader.join(5)
+        said = b"".join(last).decode(errors="replace").strip() or "(it printed nothing)"
+        raise SparkStartError(f"the Spark driver JVM exited before it started ({str(err).splitlines()[0]}); "
+                              f"it printed:\n{said}") from None
+    os.close(write_end)  # the JVM holds its own copy: the pump ends when the JVM does
     SparkContext._gateway = gateway
     SparkContext._jvm = gateway.jvm
 

@@ -60,3 +60,21 @@ def test_startup_prints_nothing_about_logging(tmp_path):
         if "WARN" in line or "Setting default log level" in line or "log4j" in line
     ]
     assert noisy == [], proc.stderr
+
+
+def test_a_jvm_that_dies_at_start_says_why(tmp_path):
+    """PySpark says only "Java gateway process exited"; the error carries what the JVM printed."""
+    env = {k: v for k, v in os.environ.items() if k not in ("LOCKGATE_SPARK_LOG_LEVEL", "PYTHONPATH")}
+    code = ("from lockgate.runtime.session import get_spark\n"
+            "from lockgate.errors import SparkStartError\n"
+            "try:\n"
+            "    get_spark(conf={'spark.driver.memory': '1k'})\n"
+            "except SparkStartError as err:\n"
+            "    print(err)\n")
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "the Spark driver JVM exited before it started" in proc.stdout, proc.stdout + proc.stderr
+    # the JVM's own words (it prints them on stdout), in the error
+    assert "it printed:\nError occurred during initialization of VM" in proc.stdout, proc.stdout
