@@ -27,8 +27,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """The test command skips the ``long`` tests (each has a shorter sibling that runs);
     ``make test-long`` (``LOCKGATE_TEST_LONG=1``) runs them too. Modules holding ``slow`` tests
     (kill -9, several processes) come first, so the test processes do not end waiting on one."""
-    slow = {item.path for item in items if "slow" in item.keywords or "faults" in item.keywords}
-    items.sort(key=lambda item: item.path not in slow)  # stable: each module's order is kept
+    faults = {item.path for item in items if "faults" in item.keywords}
+    slow = {item.path for item in items if "slow" in item.keywords}
+    items.sort(key=lambda item: (item.path not in faults, item.path not in slow))  # stable: modules keep their order
     if os.environ.get("LOCKGATE_TEST_LONG") == "1":
         return
     skip = pytest.mark.skip(reason="long: make test-long runs it")
