@@ -183,5 +183,16 @@ def q_bidder_totals() -> lg.Pipeline:
         GROUP BY bidder""")
 
 
+def q_top_auctions_per_window() -> lg.Pipeline:
+    """The three auctions with the most bids in each 10 s window (Flink's window top-N: ROW_NUMBER()
+    partitioned by a windowed result's window columns)."""
+    return _sql("q_top_auctions_per_window", """
+        SELECT auction, num, starttime, rn FROM (
+          SELECT *, ROW_NUMBER() OVER (PARTITION BY starttime ORDER BY num DESC) AS rn FROM (
+            SELECT auction, count(*) AS num, window.start AS starttime, window.end AS endtime
+            FROM bids GROUP BY auction, window(date_time, '10 seconds')) q)
+        WHERE rn <= 3""")
+
+
 QUERIES = {f.__name__: f for f in (q0, q1, q2, q3, q4, q5, q7, q8, q9, q11, q18, q19, q20, q_bids_per_auction,
-                                   q_bidder_totals, q_top_bids_per_window)}
+                                   q_bidder_totals, q_top_bids_per_window, q_top_auctions_per_window)}

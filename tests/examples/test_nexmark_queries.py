@@ -141,6 +141,11 @@ SQL_OF_SQL = {
                                   SELECT auction, bidder, price, (ts // 10000000) * 10000000 AS window_start,
                                     row_number() OVER (PARTITION BY auction, ts // 10000000 ORDER BY price DESC,
                                       ts ASC, bidder, channel, url, extra) AS rn FROM bid) WHERE rn <= 3""",
+    "q_top_auctions_per_window": """SELECT auction, num, starttime, rn FROM (
+                                      SELECT auction, num, starttime, row_number() OVER (PARTITION BY starttime
+                                        ORDER BY num DESC, auction) AS rn FROM (
+                                        SELECT auction, count(*) AS num, (ts // 10000000) * 10000000 AS starttime
+                                        FROM bid GROUP BY 1, 3)) WHERE rn <= 3""",
 }
 #: the running aggregates: compared by their latest row per key
 RUNNING = {"q4": ["category"], "q9": ["id"], "q15": ["day"], "q16": ["channel", "day"], "q17": ["auction", "day"],

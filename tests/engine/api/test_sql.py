@@ -139,3 +139,20 @@ def test_row_number_per_window_is_a_windowed_top_n_and_per_key_a_bounded_running
     assert g.vertices["last"].upsert_key == ["bidder"]
     assert [c.name for c in g.vertices["last"].schema] == [
         "auction", "bidder", "price", "channel", "url", "date_time", "extra", "latest", "as_of"]
+
+
+def test_row_number_over_a_windowed_result_is_a_top_n_per_its_window(spark):
+    """Flink's window top-N: ROW_NUMBER() partitioned by a windowed aggregate's window columns
+    ranks each window's rows, final when the window closes."""
+    from lockgate.runtime.compiler import compile_pipeline
+
+    p, _ = _pipeline()
+    p.sql("SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY starttime ORDER BY num DESC) AS rn FROM ("
+          "SELECT auction, count(*) AS num, window.start AS starttime, window.end AS endtime FROM bids "
+          "GROUP BY auction, window(date_time, '10 seconds')) q) WHERE rn <= 3", name="hot").sink(
+        lg.CollectSink("hot"))
+    g = compile_pipeline(p, spark).graph
+    top = g.vertices["hot_q_top"]
+    assert top.op == "window_top_n" and top.config["n"] == 3 and top.config["keys"] == []
+    assert top.config["window"]["on"] == "endtime"
+    assert [c.name for c in g.vertices["hot"].schema] == ["auction", "num", "starttime", "endtime", "rn"]
