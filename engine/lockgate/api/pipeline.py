@@ -299,6 +299,7 @@ class Stream:
         right_on: list[str] | None = None,
         how: str = "inner",
         name: str | None = None,
+        times: tuple[str, str] | None = None,
     ) -> Stream:
         """Stream-stream join on equal keys, in one of three forms (pass exactly one):
 
@@ -314,6 +315,8 @@ class Stream:
 
         A right column named like a left one is renamed ``<name>_right``. The state keeps each
         side only as long as the other side can still match it (bounded by the watermark).
+        ``times=(left_col, right_col)`` names the time columns the join was written against (as
+        ``Pipeline.sql`` does); compiling refuses it unless they are the two event-time columns.
 
         ``how="left"``, ``"right"`` or ``"full"`` also emits the records of the outer side(s) that
         never matched, with the other side's columns null, once the watermark makes that final (no
@@ -357,6 +360,8 @@ class Stream:
             # an inner windowed join keeps its config as it always was: plans (and the state
             # they carry) compiled before outer windowed joins existed stay the same
             config["how"] = how
+        if times is not None:
+            config["times"] = list(times)
         if window is not None:
             config["window"] = window.to_config()
             return Stream(self.pipeline, self.pipeline._add("join", inputs, config, name).id)

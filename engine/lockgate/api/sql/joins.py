@@ -132,9 +132,7 @@ class JoinMixin:
                               "INTERVAL '10' SECOND AND b.ts + INTERVAL '10' SECOND), join equal windows "
                               "(window(a.ts, '10 seconds') = window(b.ts, '10 seconds')), or join with "
                               "Stream.join(other, on=..., ttl=timedelta(...)) in Python")
-        stream = left.stream.join(right.stream, **kwargs)
-        if times is not None:
-            self.pipeline.nodes[stream.node].config["times"] = list(times)
+        stream = left.stream.join(right.stream, times=times, **kwargs)
         # the output's names: as the join operators name them
         lcols, rcols = list(left.columns), list(right.columns)
         if windowed:

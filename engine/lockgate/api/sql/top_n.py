@@ -65,16 +65,13 @@ class TopNMixin:
         if None in by:
             raise self.refuse("ORDER BY", "order by columns (compute an expression as a column in the subquery)")
         ascending = [not o.args.get("desc") for o in order.expressions]
-        window_keys = [k for k in keys if k in base.window_columns.values()]
-        if window_keys and spec is None:
-            spec = "windowed"
+        if spec is None and any(k in base.window_columns.values() for k in keys):
+            return self.windowed_top_n(base, keys, by, ascending, n, rn, name), rest
         if not keys and spec is None:
             raise self.refuse("PARTITION BY", "top-N needs a key or a window to partition by: one list over the "
                               "whole stream would never be final")
         if spec is None:
             return self.running_top_n(base, keys, by, ascending, n, rn, name), rest
-        if spec == "windowed":
-            return self.windowed_top_n(base, keys, by, ascending, n, rn, name), rest
         if isinstance(spec, Session):
             raise self.refuse("PARTITION BY session_window(...)", "top-N takes tumbling and sliding windows")
         stream = base.stream.key_by(*keys) if keys else base.stream
