@@ -40,7 +40,19 @@ from .api import (
     sum,
     top_k,
 )
-from .client.base import AsyncClient, CheckpointInfo, Client, CompileResult, JobEvent, JobInfo, RunResult
+from .client.base import (
+    AsyncClient,
+    CheckpointInfo,
+    Client,
+    CompileResult,
+    CycleInfo,
+    CyclePage,
+    JobEvent,
+    JobInfo,
+    PlanInfo,
+    RunResult,
+    TransitionInfo,
+)
 from .clock import WindowClock
 from .control.catchup import check_catchup
 from .defaults import default_home
@@ -101,6 +113,10 @@ __all__ = [
     "Aggregate",
     "AsyncClient",
     "CheckpointInfo",
+    "CycleInfo",
+    "CyclePage",
+    "PlanInfo",
+    "TransitionInfo",
     "Client",
     "CollectSink",
     "CompileError",

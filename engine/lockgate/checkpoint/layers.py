@@ -61,6 +61,17 @@ def state_entries(manifest: Mapping[str, Any]) -> dict[str, Any]:
     return {name: entry for name, entry in manifest.items() if not name.startswith("__")}
 
 
+def state_bytes(snapshot_uri: str | None, manifest: Mapping[str, Any] | None) -> int:
+    """Bytes of the snapshot files a restore from a checkpoint reads: every layer of every
+    state table of its manifest."""
+    return sum(
+        int(f.get("size") or 0)
+        for entry in state_entries(manifest or {}).values()
+        for layer in table_layers(snapshot_uri, entry)
+        for f in layer.get("files") or []
+    )
+
+
 def replay_range(manifest: Mapping[str, Any] | None) -> tuple[int, int] | None:
     """``(first, last)``: the windows a *derived* checkpoint's state is recomputed from, by
     replaying them with sinks muted on the state its tables' layers hold; None for a

@@ -18,7 +18,17 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import datetime
 from typing import Any
 
-from ..control.info import CheckpointInfo, CompileResult, JobEvent, JobInfo, RunResult
+from ..control.info import (
+    CheckpointInfo,
+    CompileResult,
+    CycleInfo,
+    CyclePage,
+    JobEvent,
+    JobInfo,
+    PlanInfo,
+    RunResult,
+    TransitionInfo,
+)
 
 EventHandler = Callable[[JobEvent], None]
 
@@ -93,6 +103,25 @@ class Client(ABC):
     def list_checkpoints(self, job: str) -> list[CheckpointInfo]: ...
 
     @abstractmethod
+    def list_cycles(self, job: str, *, limit: int = 100, before: int | None = None) -> CyclePage:
+        """A page of the job's window timeline: its cycles (one per attempt at a window),
+        newest first, with state, rows, per-phase timings and the checkpoint each wrote.
+        Pass the page's ``next_before`` as ``before`` for the next, older page.
+
+        >>> page = client.list_cycles("demo", limit=50)               # doctest: +SKIP
+        >>> [(c.window, c.attempt, c.state) for c in page.cycles[:2]]  # doctest: +SKIP
+        [(29453764, 1, 'COMMITTED'), (29453763, 2, 'COMMITTED')]
+        """
+
+    @abstractmethod
+    def list_transitions(self, job: str) -> list[TransitionInfo]:
+        """The job's state transitions, oldest first, each with its reason."""
+
+    @abstractmethod
+    def get_plan(self, job: str, plan_version: str | None = None) -> PlanInfo:
+        """The logical and physical plans of ``job`` (its current plan version by default)."""
+
+    @abstractmethod
     def restore(self, job: str, window: int, *, reset_state: bool = False) -> JobInfo:
         """Roll ``job`` back to the checkpoint of ``window`` on purpose: later checkpoints are
         dropped and sink output of later windows retracted; the next run resumes at window+1.
@@ -160,5 +189,6 @@ class AsyncClient(ABC):
 
 
 __all__ = [
-    "AsyncClient", "CheckpointInfo", "Client", "CompileResult", "EventHandler", "JobEvent", "JobInfo", "RunResult",
+    "AsyncClient", "CheckpointInfo", "Client", "CompileResult", "CycleInfo", "CyclePage", "EventHandler", "JobEvent",
+    "JobInfo", "PlanInfo", "RunResult", "TransitionInfo",
 ]

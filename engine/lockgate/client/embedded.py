@@ -35,10 +35,13 @@ from .base import (
     CheckpointInfo,
     Client,
     CompileResult,
+    CyclePage,
     EventHandler,
     JobEvent,
     JobInfo,
+    PlanInfo,
     RunResult,
+    TransitionInfo,
 )
 
 __all__ = ["EmbeddedAsyncClient", "EmbeddedClient", "LocalCycleExecutor"]
@@ -260,6 +263,15 @@ class EmbeddedClient(Client):
 
     def list_checkpoints(self, job: str) -> list[CheckpointInfo]:
         return self.jobs.list_checkpoints(job)
+
+    def list_cycles(self, job: str, *, limit: int = 100, before: int | None = None) -> CyclePage:
+        return self.jobs.list_cycles(job, limit, before)
+
+    def list_transitions(self, job: str) -> list[TransitionInfo]:
+        return self.jobs.list_transitions(job)
+
+    def get_plan(self, job: str, plan_version: str | None = None) -> PlanInfo:
+        return self.jobs.get_plan(job, plan_version)
 
     def restore(self, job: str, window: int, *, reset_state: bool = False) -> JobInfo:
         self.catalog.get_job(job)

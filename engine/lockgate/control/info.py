@@ -60,11 +60,94 @@ class CheckpointInfo:
     status: str
     created: datetime
     snapshot_uri: str | None = None
+    #: bytes of the snapshot files a restore from this checkpoint reads (its tables' base and deltas)
+    snapshot_bytes: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         for k in ("window_start", "window_end", "created"):
             d[k] = d[k].isoformat()
+        return d
+
+
+@dataclass
+class CycleInfo:
+    """One attempt at one window (a cycle round), as the window timeline shows it.
+
+    ``state`` is the round's own (RUNNING, STAGED, COMMITTED, FAILED, ABORTED);
+    ``checkpoint`` the status of the checkpoint it wrote (COMPLETE, ROLLED_BACK, EXPIRED),
+    None when it wrote none. ``timings`` are milliseconds per phase of the round.
+    """
+
+    id: int
+    job: str
+    window: int
+    window_start: datetime | None
+    window_end: datetime | None
+    attempt: int
+    generation: int
+    plan_version: str | None
+    state: str
+    rows_in: int
+    rows_out: int
+    late_rows: int
+    timings: dict[str, float]
+    error: str | None
+    started: datetime
+    finished: datetime | None
+    checkpoint: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for k in ("window_start", "window_end", "started", "finished"):
+            d[k] = d[k].isoformat() if d[k] else None
+        return d
+
+
+@dataclass
+class CyclePage:
+    """A page of a job's cycles, newest first: ``next_before`` continues with older ones
+    (None on the last page); ``total`` counts every cycle of the job."""
+
+    cycles: list[CycleInfo]
+    total: int
+    next_before: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"cycles": [c.to_dict() for c in self.cycles], "total": self.total, "next_before": self.next_before}
+
+
+@dataclass
+class TransitionInfo:
+    """One recorded change of a job's state, with its reason."""
+
+    job: str
+    from_state: str | None
+    to_state: str
+    reason: str
+    at: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["at"] = self.at.isoformat()
+        return d
+
+
+@dataclass
+class PlanInfo:
+    """A stored plan version: the logical plan (PipelineGraph), the physical plan
+    (ExecutionGraph) built from it, and its state layout, as plain JSON-able dicts."""
+
+    plan_version: str
+    pipeline: str
+    logical: dict[str, Any]
+    physical: dict[str, Any]
+    state_layout: dict[str, Any]
+    created: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["created"] = self.created.isoformat()
         return d
 
 
@@ -103,4 +186,7 @@ class JobEvent:
     at: float = 0.0
 
 
-__all__ = ["CheckpointInfo", "CompileResult", "JobEvent", "JobInfo", "RunResult"]
+__all__ = [
+    "CheckpointInfo", "CompileResult", "CycleInfo", "CyclePage", "JobEvent", "JobInfo", "PlanInfo", "RunResult",
+    "TransitionInfo",
+]

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..checkpoint.catalog import Catalog, CheckpointRecord, JobRecord
-from ..checkpoint.layers import has_state, replay_range, state_entries
+from ..checkpoint.layers import has_state, replay_range, state_bytes, state_entries
 from ..checkpoint.snapshots import SnapshotStore
 from ..clock import WindowClock, to_micros
 from ..errors import (
@@ -24,19 +24,24 @@ from ..errors import (
     InvalidArgumentError,
     JobNotFoundError,
     LockgateError,
+    PlanNotFoundError,
     StateNotFoundError,
 )
 from ..plan.logical import PipelineGraph
+from ..plan.physical import build_execution_graph
 from ..runtime.availability import available_from, available_until
 from ..runtime.committers import committer_for
 from ..states import JobState, is_terminal
 from .catchup import GroupSizer
-from .info import CheckpointInfo, CompileResult, JobInfo
+from .info import CheckpointInfo, CompileResult, CycleInfo, CyclePage, JobInfo, PlanInfo, TransitionInfo
 from .scheduler import CycleScheduler, RunSummary, sinks_of
 from .transitions import JobTransitions
 
 RUN_REQUEST_KEY = "lockgate_run"
 """The job option holding a controller's run request, so a restarted controller resumes it."""
+
+MAX_CYCLE_PAGE = 1000
+"""The most cycles one page of a job's timeline holds."""
 
 RESET_KEY = "reset_state_at"
 """The job option naming the window whose checkpoint the next run restores without state."""
@@ -140,11 +145,53 @@ class JobOperations:
             status=cp.status.value,
             created=cp.created,
             snapshot_uri=cp.snapshot_uri,
+            snapshot_bytes=state_bytes(cp.snapshot_uri, cp.snapshot_manifest),
         )
 
     def list_checkpoints(self, job: str) -> list[CheckpointInfo]:
         self.catalog.get_job(job)
         return [self.checkpoint_info(cp) for cp in self.catalog.list_checkpoints(job)]
+
+    def list_cycles(self, job: str, limit: int = 100, before: int | None = None) -> CyclePage:
+        """A page of the job's cycles (attempts at windows), newest first; ``before`` is the
+        ``next_before`` of the previous page."""
+        if not 1 <= limit <= MAX_CYCLE_PAGE:
+            raise InvalidArgumentError(f"a page of cycles holds 1 to {MAX_CYCLE_PAGE} cycles, not {limit}")
+        rows, total = self.catalog.cycle_page(job, limit, before)
+        cycles = []
+        for cyc, status in rows:
+            start, end = self.graph(cyc.plan_version).clock.bounds(cyc.window) if cyc.plan_version else (None, None)
+            cycles.append(CycleInfo(
+                id=cyc.id, job=cyc.job, window=cyc.window, window_start=start, window_end=end, attempt=cyc.attempt,
+                generation=cyc.generation, plan_version=cyc.plan_version, state=cyc.state.value,
+                rows_in=cyc.rows_in, rows_out=cyc.rows_out, late_rows=cyc.late_rows, timings=dict(cyc.timings),
+                error=cyc.error, started=cyc.started, finished=cyc.finished, checkpoint=status,
+            ))
+        return CyclePage(cycles=cycles, total=total, next_before=rows[-1][0].id if len(rows) == limit else None)
+
+    def list_transitions(self, job: str) -> list[TransitionInfo]:
+        """The job's state changes, oldest first, with their reasons."""
+        return [
+            TransitionInfo(job=t.job, from_state=t.from_state.value if t.from_state else None,
+                           to_state=t.to_state.value, reason=t.reason, at=t.at)
+            for t in self.catalog.transitions(job)
+        ]
+
+    def get_plan(self, job: str, plan_version: str | None = None) -> PlanInfo:
+        """A plan of ``job``: ``plan_version`` (default: the job's current one), both levels."""
+        rec = self.catalog.get_job(job)
+        version = plan_version or rec.plan_version
+        if not version:
+            raise PlanNotFoundError(f"job '{job}' has no plan yet: submit or run its pipeline first")
+        stored = self.catalog.get_plan(version)
+        if rec.plan_version and stored.pipeline_name != self.graph(rec.plan_version).name:
+            raise PlanNotFoundError(f"plan version '{version}' is not a plan of job '{job}'")
+        graph = self.graph(version)
+        return PlanInfo(
+            plan_version=version, pipeline=stored.pipeline_name, logical=graph.to_dict(),
+            physical=build_execution_graph(graph).to_dict(), state_layout=graph.state_layout(),
+            created=stored.created,
+        )
 
     def read_state(
         self, job: str, operator: str | None = None, window: int | None = None, table: str | None = None

@@ -34,10 +34,13 @@ from ..client.base import (
     CheckpointInfo,
     Client,
     CompileResult,
+    CyclePage,
     EventHandler,
     JobEvent,
     JobInfo,
+    PlanInfo,
     RunResult,
+    TransitionInfo,
 )
 from ..clock import to_micros
 from ..errors import InvalidArgumentError, LockgateError
@@ -254,6 +257,20 @@ class GrpcClient(_Base, Client):
     def list_checkpoints(self, job: str) -> list[CheckpointInfo]:
         m = self._call("ListCheckpoints", pb.JobRequest(job=job), self.timeout)
         return [convert.checkpoint_from_pb(c) for c in m.checkpoints]
+
+    def list_cycles(self, job: str, *, limit: int = 100, before: int | None = None) -> CyclePage:
+        req = pb.ListCyclesRequest(job=job, limit=limit)
+        if before is not None:
+            req.before = before
+        return convert.cycle_page_from_pb(self._call("ListCycles", req, self.timeout))
+
+    def list_transitions(self, job: str) -> list[TransitionInfo]:
+        m = self._call("ListTransitions", pb.JobRequest(job=job), self.timeout)
+        return [convert.transition_from_pb(t) for t in m.transitions]
+
+    def get_plan(self, job: str, plan_version: str | None = None) -> PlanInfo:
+        req = pb.GetPlanRequest(job=job, plan_version=plan_version or "")
+        return convert.plan_from_pb(self._call("GetPlan", req, self.timeout))
 
     def restore(self, job: str, window: int, *, reset_state: bool = False) -> JobInfo:
         req = pb.RestoreRequest(job=job, window=window, reset_state=reset_state)

@@ -21,7 +21,15 @@ from typing import Any
 from ..api.loader import ReferencePolicy
 from ..checkpoint.catalog import Catalog
 from ..checkpoint.snapshots import SnapshotStore
-from ..control.info import CheckpointInfo, CompileResult, JobEvent, JobInfo
+from ..control.info import (
+    CheckpointInfo,
+    CompileResult,
+    CyclePage,
+    JobEvent,
+    JobInfo,
+    PlanInfo,
+    TransitionInfo,
+)
 from ..control.jobs import JobOperations, compile_result, windows_for
 from ..control.transitions import JobTransitions
 from ..errors import (
@@ -214,6 +222,15 @@ class Controller:
 
     def list_checkpoints(self, job: str) -> list[CheckpointInfo]:
         return self.jobs.list_checkpoints(job)
+
+    def list_cycles(self, job: str, limit: int, before: int | None) -> CyclePage:
+        return self.jobs.list_cycles(job, limit, before)
+
+    def list_transitions(self, job: str) -> list[TransitionInfo]:
+        return self.jobs.list_transitions(job)
+
+    def get_plan(self, job: str, plan_version: str | None) -> PlanInfo:
+        return self.jobs.get_plan(job, plan_version)
 
     def read_state(self, job: str, operator: str | None, window: int | None, table: str | None) -> Any:
         """One operator's keyed state at a checkpoint (see :meth:`JobOperations.read_state`)."""

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from ..client.base import CheckpointInfo, CompileResult, JobEvent, JobInfo, RunResult
+from ..client.base import (
+    CheckpointInfo,
+    CompileResult,
+    CycleInfo,
+    CyclePage,
+    JobEvent,
+    JobInfo,
+    PlanInfo,
+    RunResult,
+    TransitionInfo,
+)
 from ..clock import from_micros, to_micros
 from .generated import lockgate_controller_pb2 as pb
 
@@ -39,6 +50,7 @@ def checkpoint_to_pb(c: CheckpointInfo) -> pb.Checkpoint:
     m = pb.Checkpoint(
         job=c.job, window=c.window, window_start_us=to_micros(c.window_start), window_end_us=to_micros(c.window_end),
         rows_in=c.rows_in, rows_out=c.rows_out, status=c.status, created_us=to_micros(c.created),
+        snapshot_bytes=c.snapshot_bytes,
     )
     if c.plan_version is not None:
         m.plan_version = c.plan_version
@@ -51,7 +63,76 @@ def checkpoint_from_pb(m: pb.Checkpoint) -> CheckpointInfo:
     return CheckpointInfo(
         job=m.job, window=m.window, window_start=from_micros(m.window_start_us), window_end=from_micros(m.window_end_us),
         plan_version=_opt(m, "plan_version"), rows_in=m.rows_in, rows_out=m.rows_out, status=m.status,
-        created=from_micros(m.created_us), snapshot_uri=_opt(m, "snapshot_uri"),
+        created=from_micros(m.created_us), snapshot_uri=_opt(m, "snapshot_uri"), snapshot_bytes=m.snapshot_bytes,
+    )
+
+
+def _micros(value: Any) -> int | None:
+    return to_micros(value) if value is not None else None
+
+
+def _instant(m: Any, name: str) -> Any:
+    value = _opt(m, name)
+    return from_micros(value) if value is not None else None
+
+
+def cycle_page_to_pb(page: CyclePage) -> pb.ListCyclesResponse:
+    out = pb.ListCyclesResponse(total=page.total)
+    if page.next_before is not None:
+        out.next_before = page.next_before
+    for c in page.cycles:
+        m = out.cycles.add(
+            id=c.id, job=c.job, window=c.window, attempt=c.attempt, generation=c.generation, state=c.state,
+            rows_in=c.rows_in, rows_out=c.rows_out, late_rows=c.late_rows, started_us=to_micros(c.started),
+        )
+        m.timings.update(c.timings)
+        for name, value in (("window_start_us", _micros(c.window_start)), ("window_end_us", _micros(c.window_end)),
+                            ("finished_us", _micros(c.finished)), ("plan_version", c.plan_version),
+                            ("error", c.error), ("checkpoint", c.checkpoint)):
+            if value is not None:
+                setattr(m, name, value)
+    return out
+
+
+def cycle_page_from_pb(m: pb.ListCyclesResponse) -> CyclePage:
+    cycles = [
+        CycleInfo(
+            id=c.id, job=c.job, window=c.window, window_start=_instant(c, "window_start_us"),
+            window_end=_instant(c, "window_end_us"), attempt=c.attempt, generation=c.generation,
+            plan_version=_opt(c, "plan_version"), state=c.state, rows_in=c.rows_in, rows_out=c.rows_out,
+            late_rows=c.late_rows, timings=dict(c.timings), error=_opt(c, "error"),
+            started=from_micros(c.started_us), finished=_instant(c, "finished_us"), checkpoint=_opt(c, "checkpoint"),
+        )
+        for c in m.cycles
+    ]
+    return CyclePage(cycles=cycles, total=m.total, next_before=_opt(m, "next_before"))
+
+
+def transition_to_pb(t: TransitionInfo) -> pb.Transition:
+    m = pb.Transition(job=t.job, to_state=t.to_state, reason=t.reason, at_us=to_micros(t.at))
+    if t.from_state is not None:
+        m.from_state = t.from_state
+    return m
+
+
+def transition_from_pb(m: pb.Transition) -> TransitionInfo:
+    return TransitionInfo(job=m.job, from_state=_opt(m, "from_state"), to_state=m.to_state, reason=m.reason,
+                          at=from_micros(m.at_us))
+
+
+def plan_to_pb(p: PlanInfo) -> pb.Plan:
+    return pb.Plan(
+        plan_version=p.plan_version, pipeline=p.pipeline, logical_json=json.dumps(p.logical, default=str),
+        physical_json=json.dumps(p.physical), state_layout_json=json.dumps(p.state_layout, default=str),
+        created_us=to_micros(p.created),
+    )
+
+
+def plan_from_pb(m: pb.Plan) -> PlanInfo:
+    return PlanInfo(
+        plan_version=m.plan_version, pipeline=m.pipeline, logical=json.loads(m.logical_json),
+        physical=json.loads(m.physical_json), state_layout=json.loads(m.state_layout_json),
+        created=from_micros(m.created_us),
     )
 
 

@@ -197,6 +197,21 @@ class ControllerService(pb_grpc.ControllerServicer):
         return pb.ListCheckpointsResponse(checkpoints=[convert.checkpoint_to_pb(c) for c in cps])
 
     @handles_errors
+    def ListCycles(self, request: pb.ListCyclesRequest, context: grpc.ServicerContext) -> pb.ListCyclesResponse:
+        page = self.ctl.list_cycles(_job(request), request.limit or 100, _opt(request, "before"))
+        return convert.cycle_page_to_pb(page)
+
+    @handles_errors
+    def ListTransitions(self, request: pb.JobRequest, context: grpc.ServicerContext) -> pb.ListTransitionsResponse:
+        moves = self.ctl.list_transitions(_job(request))
+        return pb.ListTransitionsResponse(transitions=[convert.transition_to_pb(t) for t in moves])
+
+    @handles_errors
+    def GetPlan(self, request: pb.GetPlanRequest, context: grpc.ServicerContext) -> pb.Plan:
+        check_text("the plan version", request.plan_version)
+        return convert.plan_to_pb(self.ctl.get_plan(_job(request), request.plan_version or None))
+
+    @handles_errors
     def Watch(self, request: pb.WatchRequest, context: grpc.ServicerContext) -> Any:
         job, timeout = _job(request), check_timeout("timeout_s", _opt(request, "timeout_s"))
         with self._stream_slot(context, "Watch"):

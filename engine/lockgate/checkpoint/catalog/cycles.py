@@ -14,7 +14,7 @@ from .base import CatalogBase
 from .connection import fetch_all, fetch_one
 from .jobs import check_generation, lock_job, require_job
 from .records import CycleRecord, CycleState, cycle_record
-from .schema import cycles_table, utcnow
+from .schema import checkpoints_table, cycles_table, utcnow
 from .windows import complete_row
 
 
@@ -178,6 +178,34 @@ class CyclesMixin(CatalogBase):
                 .limit(limit),
             )
             return [cycle_record(r) for r in rows]
+
+    def cycle_page(
+        self, job: str, limit: int = 100, before: int | None = None
+    ) -> tuple[list[tuple[CycleRecord, str | None]], int]:
+        """A page of the job's cycles, newest first, each with the status of the checkpoint it
+        wrote (None: none), and the job's number of cycles. ``before``: only cycles with a
+        smaller id (the last id of the previous page). One indexed query per call, whatever
+        the job's length."""
+        cp = checkpoints_table
+        with self._read() as conn:
+            require_job(conn, job, self.url)
+            status = (
+                sa.select(cp.c.status)
+                # job and window first: the (job, window) index finds the row
+                .where(cp.c.job == cycles_table.c.job, cp.c.window == cycles_table.c.window,
+                       cp.c.cycle_id == cycles_table.c.id)
+                .order_by(cp.c.id.desc())
+                .limit(1)
+                .scalar_subquery()
+            )
+            query = sa.select(cycles_table, status.label("checkpoint_status")).where(cycles_table.c.job == job)
+            if before is not None:
+                query = query.where(cycles_table.c.id < before)
+            rows = fetch_all(conn, query.order_by(cycles_table.c.id.desc()).limit(limit))
+            total = conn.execute(
+                sa.select(sa.func.count()).select_from(cycles_table).where(cycles_table.c.job == job)
+            ).scalar_one()
+            return [(cycle_record(r), r["checkpoint_status"]) for r in rows], int(total)
 
     def get_cycle(self, cycle_id: int) -> CycleRecord:
         """One cycle by id; CycleNotFoundError when there is none."""

@@ -183,7 +183,7 @@ class ListJobsResponse(_message.Message):
     def __init__(self, jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ...) -> None: ...
 
 class Checkpoint(_message.Message):
-    __slots__ = ("job", "window", "window_start_us", "window_end_us", "plan_version", "rows_in", "rows_out", "status", "created_us", "snapshot_uri")
+    __slots__ = ("job", "window", "window_start_us", "window_end_us", "plan_version", "rows_in", "rows_out", "status", "created_us", "snapshot_uri", "snapshot_bytes")
     JOB_FIELD_NUMBER: _ClassVar[int]
     WINDOW_FIELD_NUMBER: _ClassVar[int]
     WINDOW_START_US_FIELD_NUMBER: _ClassVar[int]
@@ -194,6 +194,7 @@ class Checkpoint(_message.Message):
     STATUS_FIELD_NUMBER: _ClassVar[int]
     CREATED_US_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_URI_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_BYTES_FIELD_NUMBER: _ClassVar[int]
     job: str
     window: int
     window_start_us: int
@@ -204,7 +205,117 @@ class Checkpoint(_message.Message):
     status: str
     created_us: int
     snapshot_uri: str
-    def __init__(self, job: _Optional[str] = ..., window: _Optional[int] = ..., window_start_us: _Optional[int] = ..., window_end_us: _Optional[int] = ..., plan_version: _Optional[str] = ..., rows_in: _Optional[int] = ..., rows_out: _Optional[int] = ..., status: _Optional[str] = ..., created_us: _Optional[int] = ..., snapshot_uri: _Optional[str] = ...) -> None: ...
+    snapshot_bytes: int
+    def __init__(self, job: _Optional[str] = ..., window: _Optional[int] = ..., window_start_us: _Optional[int] = ..., window_end_us: _Optional[int] = ..., plan_version: _Optional[str] = ..., rows_in: _Optional[int] = ..., rows_out: _Optional[int] = ..., status: _Optional[str] = ..., created_us: _Optional[int] = ..., snapshot_uri: _Optional[str] = ..., snapshot_bytes: _Optional[int] = ...) -> None: ...
+
+class ListCyclesRequest(_message.Message):
+    __slots__ = ("job", "limit", "before")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    BEFORE_FIELD_NUMBER: _ClassVar[int]
+    job: str
+    limit: int
+    before: int
+    def __init__(self, job: _Optional[str] = ..., limit: _Optional[int] = ..., before: _Optional[int] = ...) -> None: ...
+
+class Cycle(_message.Message):
+    __slots__ = ("id", "job", "window", "window_start_us", "window_end_us", "attempt", "generation", "plan_version", "state", "rows_in", "rows_out", "late_rows", "timings", "error", "started_us", "finished_us", "checkpoint")
+    class TimingsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_START_US_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_END_US_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    PLAN_VERSION_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    ROWS_IN_FIELD_NUMBER: _ClassVar[int]
+    ROWS_OUT_FIELD_NUMBER: _ClassVar[int]
+    LATE_ROWS_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    STARTED_US_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_US_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    job: str
+    window: int
+    window_start_us: int
+    window_end_us: int
+    attempt: int
+    generation: int
+    plan_version: str
+    state: str
+    rows_in: int
+    rows_out: int
+    late_rows: int
+    timings: _containers.ScalarMap[str, float]
+    error: str
+    started_us: int
+    finished_us: int
+    checkpoint: str
+    def __init__(self, id: _Optional[int] = ..., job: _Optional[str] = ..., window: _Optional[int] = ..., window_start_us: _Optional[int] = ..., window_end_us: _Optional[int] = ..., attempt: _Optional[int] = ..., generation: _Optional[int] = ..., plan_version: _Optional[str] = ..., state: _Optional[str] = ..., rows_in: _Optional[int] = ..., rows_out: _Optional[int] = ..., late_rows: _Optional[int] = ..., timings: _Optional[_Mapping[str, float]] = ..., error: _Optional[str] = ..., started_us: _Optional[int] = ..., finished_us: _Optional[int] = ..., checkpoint: _Optional[str] = ...) -> None: ...
+
+class ListCyclesResponse(_message.Message):
+    __slots__ = ("cycles", "total", "next_before")
+    CYCLES_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    NEXT_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    cycles: _containers.RepeatedCompositeFieldContainer[Cycle]
+    total: int
+    next_before: int
+    def __init__(self, cycles: _Optional[_Iterable[_Union[Cycle, _Mapping]]] = ..., total: _Optional[int] = ..., next_before: _Optional[int] = ...) -> None: ...
+
+class Transition(_message.Message):
+    __slots__ = ("job", "from_state", "to_state", "reason", "at_us")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    FROM_STATE_FIELD_NUMBER: _ClassVar[int]
+    TO_STATE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    AT_US_FIELD_NUMBER: _ClassVar[int]
+    job: str
+    from_state: str
+    to_state: str
+    reason: str
+    at_us: int
+    def __init__(self, job: _Optional[str] = ..., from_state: _Optional[str] = ..., to_state: _Optional[str] = ..., reason: _Optional[str] = ..., at_us: _Optional[int] = ...) -> None: ...
+
+class ListTransitionsResponse(_message.Message):
+    __slots__ = ("transitions",)
+    TRANSITIONS_FIELD_NUMBER: _ClassVar[int]
+    transitions: _containers.RepeatedCompositeFieldContainer[Transition]
+    def __init__(self, transitions: _Optional[_Iterable[_Union[Transition, _Mapping]]] = ...) -> None: ...
+
+class GetPlanRequest(_message.Message):
+    __slots__ = ("job", "plan_version")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    PLAN_VERSION_FIELD_NUMBER: _ClassVar[int]
+    job: str
+    plan_version: str
+    def __init__(self, job: _Optional[str] = ..., plan_version: _Optional[str] = ...) -> None: ...
+
+class Plan(_message.Message):
+    __slots__ = ("plan_version", "pipeline", "logical_json", "physical_json", "state_layout_json", "created_us")
+    PLAN_VERSION_FIELD_NUMBER: _ClassVar[int]
+    PIPELINE_FIELD_NUMBER: _ClassVar[int]
+    LOGICAL_JSON_FIELD_NUMBER: _ClassVar[int]
+    PHYSICAL_JSON_FIELD_NUMBER: _ClassVar[int]
+    STATE_LAYOUT_JSON_FIELD_NUMBER: _ClassVar[int]
+    CREATED_US_FIELD_NUMBER: _ClassVar[int]
+    plan_version: str
+    pipeline: str
+    logical_json: str
+    physical_json: str
+    state_layout_json: str
+    created_us: int
+    def __init__(self, plan_version: _Optional[str] = ..., pipeline: _Optional[str] = ..., logical_json: _Optional[str] = ..., physical_json: _Optional[str] = ..., state_layout_json: _Optional[str] = ..., created_us: _Optional[int] = ...) -> None: ...
 
 class ListCheckpointsResponse(_message.Message):
     __slots__ = ("checkpoints",)

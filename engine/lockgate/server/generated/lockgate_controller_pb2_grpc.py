@@ -89,6 +89,21 @@ class ControllerStub:
                 request_serializer=lockgate__controller__pb2.JobRequest.SerializeToString,
                 response_deserializer=lockgate__controller__pb2.ListCheckpointsResponse.FromString,
                 _registered_method=True)
+        self.ListCycles = channel.unary_unary(
+                '/lockgate.v1.Controller/ListCycles',
+                request_serializer=lockgate__controller__pb2.ListCyclesRequest.SerializeToString,
+                response_deserializer=lockgate__controller__pb2.ListCyclesResponse.FromString,
+                _registered_method=True)
+        self.ListTransitions = channel.unary_unary(
+                '/lockgate.v1.Controller/ListTransitions',
+                request_serializer=lockgate__controller__pb2.JobRequest.SerializeToString,
+                response_deserializer=lockgate__controller__pb2.ListTransitionsResponse.FromString,
+                _registered_method=True)
+        self.GetPlan = channel.unary_unary(
+                '/lockgate.v1.Controller/GetPlan',
+                request_serializer=lockgate__controller__pb2.GetPlanRequest.SerializeToString,
+                response_deserializer=lockgate__controller__pb2.Plan.FromString,
+                _registered_method=True)
         self.Watch = channel.unary_stream(
                 '/lockgate.v1.Controller/Watch',
                 request_serializer=lockgate__controller__pb2.WatchRequest.SerializeToString,
@@ -188,6 +203,27 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListCycles(self, request, context):
+        """A page of a job's window timeline: its cycles (attempts at windows), newest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTransitions(self, request, context):
+        """A job's state transitions, oldest first, with their reasons.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetPlan(self, request, context):
+        """A job's logical and physical plans (its current plan version unless one is named).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Watch(self, request, context):
         """A job's events as they happen (state transitions, cycles started / done / failed,
         workers started / lost); ends when the job rests in a terminal state, or at the timeout.
@@ -274,6 +310,21 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.ListCheckpoints,
                     request_deserializer=lockgate__controller__pb2.JobRequest.FromString,
                     response_serializer=lockgate__controller__pb2.ListCheckpointsResponse.SerializeToString,
+            ),
+            'ListCycles': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListCycles,
+                    request_deserializer=lockgate__controller__pb2.ListCyclesRequest.FromString,
+                    response_serializer=lockgate__controller__pb2.ListCyclesResponse.SerializeToString,
+            ),
+            'ListTransitions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTransitions,
+                    request_deserializer=lockgate__controller__pb2.JobRequest.FromString,
+                    response_serializer=lockgate__controller__pb2.ListTransitionsResponse.SerializeToString,
+            ),
+            'GetPlan': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetPlan,
+                    request_deserializer=lockgate__controller__pb2.GetPlanRequest.FromString,
+                    response_serializer=lockgate__controller__pb2.Plan.SerializeToString,
             ),
             'Watch': grpc.unary_stream_rpc_method_handler(
                     servicer.Watch,
@@ -593,6 +644,87 @@ class Controller:
             '/lockgate.v1.Controller/ListCheckpoints',
             lockgate__controller__pb2.JobRequest.SerializeToString,
             lockgate__controller__pb2.ListCheckpointsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListCycles(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lockgate.v1.Controller/ListCycles',
+            lockgate__controller__pb2.ListCyclesRequest.SerializeToString,
+            lockgate__controller__pb2.ListCyclesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTransitions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lockgate.v1.Controller/ListTransitions',
+            lockgate__controller__pb2.JobRequest.SerializeToString,
+            lockgate__controller__pb2.ListTransitionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetPlan(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lockgate.v1.Controller/GetPlan',
+            lockgate__controller__pb2.GetPlanRequest.SerializeToString,
+            lockgate__controller__pb2.Plan.FromString,
             options,
             channel_credentials,
             insecure,
