@@ -35,6 +35,7 @@ def get_provider_info() -> dict[str, Any]:
         "hooks": [{"integration-name": INTEGRATION, "python-modules": ["lockgate_provider.hooks.lockgate"]}],
         "triggers": [{"integration-name": INTEGRATION, "python-modules": ["lockgate_provider.triggers.lockgate"]}],
         "extra-links": ["lockgate_provider.links.lockgate.LockgateJobLink"],
+        "plugins": [{"name": "lockgate", "plugin-class": "lockgate_provider.plugins.lockgate.LockgatePlugin"}],
         "asset-uris": [
             {
                 "schemes": ["lockgate"],

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
+from urllib.parse import quote
 
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowNotFoundException
@@ -34,6 +35,7 @@ import lockgate
 from lockgate import AsyncClient, Client, CompileResult, JobEvent, JobInfo, JobState, is_terminal
 from lockgate.defaults import default_home
 from lockgate.errors import JobNotFoundError, LockgateError
+from lockgate_provider.links.lockgate import job_page_path
 from lockgate_provider.utils import (
     LockgateWindowGapError,
     airflow_errors,
@@ -183,12 +185,15 @@ class LockgateHook(BaseHook):
         return self.url
 
     def job_url(self, job: str) -> str:
-        """The page of ``job``: ``<ui_url>/jobs/<job>`` when the connection names a UI (the
-        Lockgate Airflow plugin's page), otherwise the controller's address and the job."""
+        """The page of ``job``: the Lockgate plugin's job page inside Airflow's UI (under
+        ``[api] base_url``), or ``<ui_url>/jobs/<job>`` when the connection sets ``ui_url``."""
         ui = self.settings.get("ui_url")
         if ui:
-            return f"{str(ui).rstrip('/')}/jobs/{job}"
-        return f"{self.address}/jobs/{job}"
+            return f"{str(ui).rstrip('/')}/jobs/{quote(job, safe='')}"
+        from airflow.sdk.configuration import conf
+
+        base = (conf.get("api", "base_url", fallback="") or "").rstrip("/")
+        return f"{base}{job_page_path(job)}"
 
     # -- Spark for the embedded engine ------------------------------------------------
     def _spark_options(self) -> dict[str, Any]:

@@ -71,7 +71,7 @@ class _LockgateOperatorMixin:
 
     def _link(self, context: Context, job: str) -> None:
         url = self.hook.job_url(job)
-        LockgateJobLink.persist(context, self, url)
+        LockgateJobLink.persist(context, self, url, job)
         self.log.info("Lockgate job %r: %s", job, url)  # type: ignore[attr-defined]
 
 

@@ -96,7 +96,7 @@ class LockgateCheckpointSensor(BaseSensorOperator):
         return AirflowFailException(f"Lockgate job '{self.job}' is FAILED: {error or 'no error recorded'}")
 
     def poke(self, context: Context) -> bool | PokeReturnValue:
-        LockgateJobLink.persist(context, self, self.hook.job_url(self.job))
+        LockgateJobLink.persist(context, self, self.hook.job_url(self.job), self.job)
         info = self._get_job()
         if info is None:
             self.log.info("Job %r does not exist yet: waiting", self.job)
@@ -135,7 +135,7 @@ class LockgateCheckpointSensor(BaseSensorOperator):
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         """Resume after :class:`LockgateCheckpointTrigger` fired."""
-        LockgateJobLink.persist(context, self, self.hook.job_url(self.job))
+        LockgateJobLink.persist(context, self, self.hook.job_url(self.job), self.job)
         if event.get("status") != "success":
             message = event.get("message") or "the trigger failed"
             if event.get("state") == "FAILED" or "FAILED" in message:

@@ -1,0 +1,218 @@
+"""The plugin's FastAPI app, mounted on Airflow's api-server at ``/lockgate``.
+
+JSON under ``/lockgate/api`` and the pages under ``/lockgate/ui``, every route behind
+Airflow's auth manager (:mod:`.access`)::
+
+    GET  /api/jobs                                  the jobs, with lag and rows/s
+    GET  /api/jobs/{job}                            one job
+    GET  /api/jobs/{job}/plan[?version=]            its logical and physical plans
+    GET  /api/jobs/{job}/cycles?limit=&before=      a page of its window timeline, newest first
+    GET  /api/jobs/{job}/checkpoints                its checkpoints (window, size, plan version)
+    GET  /api/jobs/{job}/transitions                its state transitions with reasons
+    GET  /api/task-instances/{dag_id}/{run_id}/{task_id}?map_index=   the windows each try ran
+    POST /api/jobs/{job}/stop      {"confirm": job, "drain": true}
+    POST /api/jobs/{job}/restore   {"confirm": job, "window": N}
+    POST /api/jobs/{job}/restart   {"confirm": job}        restart without state
+
+Actions need edit permission on DAGs, carry the job's name as ``confirm`` (the page's
+confirmation step), call the same client methods as the operators, and are recorded with
+the Airflow user who asked (:mod:`.audit`).
+
+>>> import httpx                                                      # doctest: +SKIP
+>>> httpx.get("http://airflow:8080/lockgate/api/jobs", headers={"Authorization": f"Bearer {token}"}).json()
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Annotated, Any
+
+from airflow.api_fastapi.core_api.security import GetUserDep
+from airflow.configuration import conf
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
+from pydantic import BaseModel, Field
+
+import lockgate
+from lockgate import Client, LockgateError
+from lockgate_provider.hooks.lockgate import LockgateHook
+from lockgate_provider.plugins import audit
+from lockgate_provider.plugins.access import (
+    LoginRequired,
+    can_edit,
+    can_read,
+    login_redirect,
+    may_edit,
+    page_reader,
+)
+from lockgate_provider.plugins.pages import render_page
+from lockgate_provider.plugins.task_tries import task_windows
+from lockgate_provider.plugins.views import cycle_row, job_summary
+
+STATIC = Path(__file__).resolve().parent / "static"
+STATIC_FILES = {"lockgate.js": "text/javascript", "lockgate.css": "text/css"}
+"""The page's script and style sheet (served behind the same auth as the pages)."""
+
+
+class Confirmed(BaseModel):
+    """An action's body: ``confirm`` repeats the job's name (the page's confirmation step)."""
+
+    confirm: str = Field(description="the job's name, typed or confirmed by the user")
+
+
+class StopBody(Confirmed):
+    drain: bool = Field(True, description="finish and checkpoint the running window (false: cancel it)")
+
+
+class RestoreBody(Confirmed):
+    window: int = Field(description="the window whose checkpoint the job rolls back to")
+
+
+_STATUS = [
+    ((lockgate.JobNotFoundError,), 404),
+    ((lockgate.errors.CheckpointNotFoundError, lockgate.errors.PlanNotFoundError), 404),
+    ((lockgate.errors.InvalidArgumentError,), 400),
+    ((lockgate.errors.JobStateError, lockgate.errors.FencedError), 409),
+    ((lockgate.ControllerUnavailableError, lockgate.errors.CatalogUnavailableError), 503),
+]
+
+
+def _status_of(err: LockgateError) -> int:
+    return next((code for kinds, code in _STATUS if isinstance(err, kinds)), 500)
+
+
+class _Clients:
+    """One client per api-server process, from the Lockgate connection the plugin is told
+    to use (``[lockgate] ui_conn_id``, default ``lockgate_default``)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._hook: LockgateHook | None = None
+
+    def get(self) -> Client:
+        with self._lock:
+            if self._hook is None:
+                self._hook = LockgateHook(conf.get("lockgate", "ui_conn_id", fallback="lockgate_default"))
+            return self._hook.get_conn()
+
+
+clients = _Clients()
+
+
+def client() -> Client:
+    """A dependency: the Lockgate client of the plugin's connection."""
+    return clients.get()
+
+
+LgClient = Annotated[Client, Depends(client)]
+PageUser = Annotated[Any, Depends(page_reader)]
+
+
+def _confirm(job: str, body: Confirmed) -> None:
+    if body.confirm != job:
+        raise HTTPException(400, f"confirm the action: send the job's name {job!r} as 'confirm'")
+
+
+def _act(user: Any, action: str, job: str, details: dict[str, Any], call: Any) -> dict[str, Any]:
+    name = str(user.get_name())
+    try:
+        info = call()
+    except LockgateError as err:
+        audit.record_action(name, action, job, details, f"refused: {err}")
+        raise
+    audit.record_action(name, action, job, details, f"done: {info.state}")
+    return {"job": info.to_dict(), "action": action, "by": name}
+
+
+def create_app() -> FastAPI:
+    """The plugin's app (Airflow mounts it at :data:`URL_PREFIX`)."""
+    app = FastAPI(title="Lockgate", description="Lockgate jobs, plans, window timeline, checkpoints and actions")
+    app.add_exception_handler(LoginRequired, login_redirect)  # type: ignore[arg-type]
+
+    @app.exception_handler(LockgateError)
+    async def lockgate_error(request: Request, err: LockgateError) -> JSONResponse:
+        return JSONResponse({"detail": str(err), "error": type(err).__name__}, status_code=_status_of(err))
+
+    read = [Depends(can_read)]
+    edit = [Depends(can_edit)]
+
+    # -- reading ------------------------------------------------------------------------
+    @app.get("/api/jobs", dependencies=read)
+    def jobs(lg: LgClient) -> dict[str, Any]:
+        return {"jobs": [job_summary(lg, j) for j in sorted(lg.list_jobs(), key=lambda j: j.name)]}
+
+    @app.get("/api/jobs/{job}", dependencies=read)
+    def job(job: str, user: GetUserDep, lg: LgClient) -> dict[str, Any]:
+        return {**job_summary(lg, lg.get_job(job)), "can_edit": may_edit(user)}
+
+    @app.get("/api/jobs/{job}/plan", dependencies=read)
+    def plan(job: str, lg: LgClient, version: str | None = None) -> dict[str, Any]:
+        return lg.get_plan(job, version).to_dict()
+
+    @app.get("/api/jobs/{job}/cycles", dependencies=read)
+    def cycles(
+        job: str, lg: LgClient, limit: Annotated[int, Query(ge=1, le=1000)] = 100, before: int | None = None
+    ) -> dict[str, Any]:
+        page = lg.list_cycles(job, limit=limit, before=before)
+        return {"cycles": [cycle_row(c) for c in page.cycles], "total": page.total, "next_before": page.next_before}
+
+    @app.get("/api/jobs/{job}/checkpoints", dependencies=read)
+    def checkpoints(job: str, lg: LgClient) -> dict[str, Any]:
+        return {"checkpoints": [c.to_dict() for c in reversed(lg.list_checkpoints(job))]}
+
+    @app.get("/api/jobs/{job}/transitions", dependencies=read)
+    def transitions(job: str, lg: LgClient) -> dict[str, Any]:
+        return {"transitions": [t.to_dict() for t in lg.list_transitions(job)]}
+
+    @app.get("/api/task-instances/{dag_id}/{run_id}/{task_id}", dependencies=read)
+    def task_instance(
+        dag_id: str, run_id: str, task_id: str, lg: LgClient, map_index: int = -1
+    ) -> dict[str, Any]:
+        return task_windows(lg, dag_id, run_id, task_id, map_index)
+
+    # -- actions ------------------------------------------------------------------------
+    @app.post("/api/jobs/{job}/stop", dependencies=edit)
+    def stop(job: str, body: StopBody, user: GetUserDep, lg: LgClient) -> dict[str, Any]:
+        _confirm(job, body)
+        return _act(user, "stop", job, {"drain": body.drain}, lambda: lg.stop(job, drain=body.drain, timeout=60))
+
+    @app.post("/api/jobs/{job}/restore", dependencies=edit)
+    def restore(job: str, body: RestoreBody, user: GetUserDep, lg: LgClient) -> dict[str, Any]:
+        _confirm(job, body)
+        return _act(user, "restore", job, {"window": body.window}, lambda: lg.restore(job, body.window))
+
+    @app.post("/api/jobs/{job}/restart", dependencies=edit)
+    def restart(job: str, body: Confirmed, user: GetUserDep, lg: LgClient) -> dict[str, Any]:
+        """Restart without state: keep what is committed, drop the keyed state; the next
+        run resumes after the last committed window with empty state."""
+        _confirm(job, body)
+        last = lg.get_job(job).last_window
+        if last is None:
+            raise HTTPException(409, f"job '{job}' has no committed window to restart from: run it first")
+        return _act(user, "restart", job, {"window": last, "reset_state": True},
+                    lambda: lg.restore(job, last, reset_state=True))
+
+    # -- pages --------------------------------------------------------------------------
+    @app.get("/ui/", response_class=HTMLResponse)
+    def jobs_page(request: Request, user: PageUser) -> HTMLResponse:
+        return render_page(request, "jobs", {}, user)
+
+    @app.get("/ui/jobs/{job}", response_class=HTMLResponse)
+    def job_page(job: str, request: Request, user: PageUser) -> HTMLResponse:
+        return render_page(request, "job", {"job": job}, user)
+
+    @app.get("/ui/ti/{dag_id}/{run_id}/{task_id}/{map_index}", response_class=HTMLResponse)
+    def task_page(
+        dag_id: str, run_id: str, task_id: str, map_index: int, request: Request, user: PageUser
+    ) -> HTMLResponse:
+        params = {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "map_index": str(map_index)}
+        return render_page(request, "task", params, user)
+
+    @app.get("/static/{name}", dependencies=[Depends(page_reader)])
+    def static(name: str) -> FileResponse:
+        if name not in STATIC_FILES:
+            raise HTTPException(404, f"no file {name!r}")
+        return FileResponse(STATIC / name, media_type=STATIC_FILES[name])
+
+    return app

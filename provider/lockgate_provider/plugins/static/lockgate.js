@@ -1,0 +1,312 @@
+// Lockgate's pages inside Airflow: the jobs list, a job (plans, window timeline,
+// checkpoints, transitions, actions) and the windows of one task instance's tries.
+// Everything comes from the plugin's API (same origin, Airflow's session cookie).
+"use strict";
+
+const app = document.getElementById("app");
+const D = app.dataset;
+const API = `${D.base}/api`;
+const PAGE = 100;
+const PHASES = ["read", "plan", "snapshot", "stage", "commit", "checkpoint"];
+
+// -- small helpers ------------------------------------------------------------------------
+function el(tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else if (k === "class") e.className = v;
+    else e.setAttribute(k, v === true ? "" : v);
+  }
+  for (const kid of kids.flat()) {
+    if (kid === null || kid === undefined || kid === false) continue;
+    e.append(kid instanceof Node ? kid : document.createTextNode(String(kid)));
+  }
+  return e;
+}
+const svgEl = (tag, attrs, ...kids) => {
+  const e = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  for (const kid of kids) e.append(kid instanceof Node ? kid : document.createTextNode(String(kid)));
+  return e;
+};
+async function api(path, options) {
+  const r = await fetch(`${API}${path}`, { credentials: "same-origin", ...options,
+    headers: { "Content-Type": "application/json", ...((options || {}).headers || {}) } });
+  const body = await r.json().catch(() => ({}));
+  if (!r.ok) {
+    const detail = typeof body.detail === "string" ? body.detail : JSON.stringify(body.detail || body);
+    throw new Error(`${r.status}: ${detail || r.statusText}`);
+  }
+  return body;
+}
+const slug = (s) => String(s || "").toLowerCase().replace(/\s+/g, "-");
+const badge = (state) => el("span", { class: `badge s-${slug(state)}` }, String(state || "—").toLowerCase());
+const time = (iso) => (iso ? new Date(iso).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z") : "—");
+const num = (n) => (n === null || n === undefined ? "—" : Number(n).toLocaleString("en-US"));
+function dur(s) {
+  if (s === null || s === undefined) return "—";
+  if (Math.abs(s) < 1) return `${Math.round(s * 1000)} ms`;
+  if (Math.abs(s) < 120) return `${s.toFixed(1)} s`;
+  if (Math.abs(s) < 7200) return `${(s / 60).toFixed(1)} min`;
+  if (Math.abs(s) < 172800) return `${(s / 3600).toFixed(1)} h`;
+  return `${(s / 86400).toFixed(1)} d`;
+}
+function bytes(n) {
+  if (!n) return "0 B";
+  const u = ["B", "KiB", "MiB", "GiB", "TiB"];
+  const i = Math.min(u.length - 1, Math.floor(Math.log(n) / Math.log(1024)));
+  return `${(n / 1024 ** i).toFixed(i ? 1 : 0)} ${u[i]}`;
+}
+const jobHref = (job) => `${D.base}/ui/jobs/${encodeURIComponent(job)}`;
+function fail(where, err) {
+  where.replaceChildren(el("div", { class: "banner" }, String(err.message || err)));
+}
+
+// -- jobs ---------------------------------------------------------------------------------
+async function jobsPage() {
+  const { jobs } = await api("/jobs");
+  app.replaceChildren(
+    el("h1", {}, "Lockgate jobs"),
+    el("p", { class: "muted" }, `${jobs.length} job${jobs.length === 1 ? "" : "s"}; lag is now minus the end of the last committed window.`),
+    el("table", { id: "jobs" },
+      el("thead", {}, el("tr", {}, ["Job", "State", "Last committed window", "Window end", "Lag", "Rows/s",
+        "Rounds", "Error"].map((h, i) => el("th", { class: i >= 4 && i <= 6 ? "num" : null }, h)))),
+      el("tbody", {}, jobs.map((j) => el("tr", { "data-job": j.name },
+        el("td", {}, el("a", { href: jobHref(j.name) }, j.name)),
+        el("td", {}, badge(j.state)),
+        el("td", { class: "mono" }, j.last_window ?? "—"),
+        el("td", {}, time(j.last_window_end)),
+        el("td", { class: "num" }, dur(j.lag_s)),
+        el("td", { class: "num" }, num(j.rows_per_s)),
+        el("td", { class: "num" }, num(j.cycles)),
+        el("td", { class: "error small" }, j.last_error || (j.last_failed_window !== null
+          ? `window ${j.last_failed_window} failed: ${j.last_failed_error || ""}` : ""))))),
+    ));
+}
+
+// -- plan graph -----------------------------------------------------------------------------
+function logicalGraph(logical) {
+  const vs = logical.vertices, es = logical.edges;
+  const layer = {};
+  const order = vs.map((v) => v.id);
+  for (const id of order) layer[id] = 0;
+  for (let pass = 0; pass < order.length; pass++) {
+    for (const e of es) layer[e.target] = Math.max(layer[e.target], layer[e.source] + 1);
+  }
+  const cols = {};
+  for (const v of vs) (cols[layer[v.id]] = cols[layer[v.id]] || []).push(v);
+  const W = 190, H = 54, GX = 70, GY = 22;
+  const pos = {};
+  let rows = 0;
+  for (const [l, list] of Object.entries(cols)) {
+    list.forEach((v, i) => { pos[v.id] = { x: 10 + Number(l) * (W + GX), y: 10 + i * (H + GY) }; });
+    rows = Math.max(rows, list.length);
+  }
+  const width = 20 + Object.keys(cols).length * (W + GX) - GX, height = 20 + rows * (H + GY) - GY;
+  const svg = svgEl("svg", { class: "plan", id: "logical-plan", viewBox: `0 0 ${width} ${height}`,
+    style: `max-width:${width}px`, role: "img", "aria-label": "logical plan" });
+  svg.append(svgEl("defs", {}, svgEl("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 10, refY: 5,
+    markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" }, svgEl("path", { d: "M0,0 L10,5 L0,10 z", style: "fill:#a1a1aa" }))));
+  for (const e of es) {
+    const a = pos[e.source], b = pos[e.target];
+    const x1 = a.x + W, y1 = a.y + H / 2, x2 = b.x, y2 = b.y + H / 2, mx = (x1 + x2) / 2;
+    svg.append(svgEl("path", { class: "edge", d: `M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2},${y2}`, "marker-end": "url(#arrow)" }));
+    const label = e.partitioning === "KEY" ? `KEY(${e.keys.join(", ")})` : e.partitioning;
+    svg.append(svgEl("text", { class: "edge-label", x: mx - 20, y: (y1 + y2) / 2 - 4 }, label));
+  }
+  for (const v of vs) {
+    const p = pos[v.id], stateful = v.state && Object.keys(v.state).length > 0;
+    const g = svgEl("g", { class: `node ${v.kind}${stateful ? " stateful" : ""}`, "data-operator": v.id,
+      transform: `translate(${p.x},${p.y})` });
+    g.append(svgEl("rect", { width: W, height: H, rx: 6 }));
+    g.append(svgEl("text", { x: 10, y: 20 }, v.id.length > 26 ? `${v.id.slice(0, 25)}…` : v.id));
+    g.append(svgEl("text", { class: "sub", x: 10, y: 38 }, `${v.kind} · ${v.op} · p=${v.parallelism}${stateful ? " · state" : ""}`));
+    g.append(svgEl("title", {}, `${v.id}\n${(v.schema || []).map((c) => `${c.name}: ${c.type}`).join("\n")}`));
+    svg.append(g);
+  }
+  return svg;
+}
+
+function physicalPlan(physical) {
+  const chains = Object.fromEntries(physical.chains.map((c) => [c.id, c]));
+  const groups = Object.fromEntries(physical.groups.map((g) => [g.id, g]));
+  return el("div", { id: "physical-plan" }, physical.cycles.map((cy) => el("div", { class: "card" },
+    el("div", {}, el("b", {}, cy.id), el("span", { class: "muted" }, ` · ${cy.mode} · one round per window · heads: ${cy.heads.join(", ")} · tails: ${cy.tails.join(", ")}`)),
+    el("div", { class: "physical" }, cy.groups.map((gid) => el("div", { class: "group" },
+      el("h4", {}, `${gid} · ends at ${groups[gid].boundary}`),
+      groups[gid].chains.map((cid) => el("div", { class: "chain" },
+        el("span", { class: "muted" }, `${cid} p=${chains[cid].parallelism}: `), chains[cid].operators.join(" → ")))))))));
+}
+
+// -- timeline -----------------------------------------------------------------------------
+function phaseBar(row, scale) {
+  const total = row.phases.reduce((s, [, ms]) => s + ms, 0);
+  const bar = el("div", { class: "bar", style: `width:${Math.max(2, Math.round(160 * total / scale))}px`,
+    title: row.phases.map(([p, ms]) => `${p}: ${ms} ms`).join("\n") });
+  for (const [p, ms] of row.phases) bar.append(el("i", { class: `p-${p}`, style: `width:${total ? (100 * ms / total) : 0}%` }));
+  return bar;
+}
+const legend = () => el("div", { class: "legend" }, PHASES.map((p) => el("span", {}, el("i", { class: `p-${p}` }), p)));
+
+function roundsTable(rows, id) {
+  const scale = Math.max(1, ...rows.map((r) => r.phases.reduce((s, [, ms]) => s + ms, 0)));
+  return el("table", { id },
+    el("thead", {}, el("tr", {}, ["Window", "Window start", "Try", "Status", "Phases (ms)", "Rows in", "Rows out", "Late",
+      "Started", "Duration", "Error"].map((h, i) => el("th", { class: i >= 5 && i <= 7 || i === 9 ? "num" : null }, h)))),
+    el("tbody", {}, rows.map((r) => el("tr", { "data-window": r.window, "data-status": r.status },
+      el("td", { class: "mono" }, r.window), el("td", {}, time(r.window_start)), el("td", { class: "num" }, r.attempt),
+      el("td", {}, badge(r.status)), el("td", {}, phaseBar(r, scale)),
+      el("td", { class: "num" }, num(r.rows_in)), el("td", { class: "num" }, num(r.rows_out)),
+      el("td", { class: "num" }, num(r.late_rows)), el("td", {}, time(r.started)),
+      el("td", { class: "num" }, r.finished ? dur(r.duration_ms / 1000) : "—"),
+      el("td", { class: "error small" }, r.error || "")))));
+}
+
+async function timeline(where, job) {
+  const stack = [];
+  let before = null;
+  async function load() {
+    where.replaceChildren(el("p", { class: "muted" }, "Loading…"));
+    const q = new URLSearchParams({ limit: PAGE });
+    if (before !== null) q.set("before", before);
+    const page = await api(`/jobs/${encodeURIComponent(job)}/cycles?${q}`);
+    const first = stack.length * PAGE + 1;
+    const last = first + page.cycles.length - 1;
+    const older = el("button", { disabled: page.next_before === null, onclick: () => { stack.push(before); before = page.next_before; load().catch((e) => fail(where, e)); } }, "Older →");
+    const newer = el("button", { disabled: stack.length === 0, onclick: () => { before = stack.pop(); load().catch((e) => fail(where, e)); } }, "← Newer");
+    where.replaceChildren(
+      el("div", { class: "pager" }, newer, older,
+        el("span", { class: "muted", id: "timeline-range" }, page.total ? `rounds ${first}–${last} of ${page.total}, newest first` : "no rounds yet")),
+      el("div", { class: "strip", title: "this page's rounds, oldest left" },
+        [...page.cycles].reverse().map((r) => el("span", { class: `s-${slug(r.status)}`, title: `window ${r.window} try ${r.attempt}: ${r.status}` }))),
+      legend(), roundsTable(page.cycles, "timeline"));
+  }
+  await load();
+}
+
+// -- actions ------------------------------------------------------------------------------
+function confirmDialog(title, text, job, button, run) {
+  const input = el("input", { id: "confirm-input", placeholder: job, autocomplete: "off" });
+  const go = el("button", { class: "danger", id: "confirm-go", disabled: true }, button);
+  const msg = el("div", { class: "error small" });
+  const dlg = el("dialog", { id: "confirm" }, el("h3", {}, title), el("p", {}, text),
+    el("p", { class: "small muted" }, "Type the job's name to confirm: ", el("b", {}, job)), input, msg,
+    el("div", { class: "row" }, el("button", { onclick: () => dlg.close() }, "Cancel"), go));
+  input.addEventListener("input", () => { go.disabled = input.value !== job; });
+  go.addEventListener("click", async () => {
+    go.disabled = true;
+    try {
+      await run(input.value);
+      dlg.close();
+    } catch (err) {
+      msg.textContent = String(err.message || err);
+      go.disabled = false;
+    }
+  });
+  dlg.addEventListener("close", () => dlg.remove());
+  document.body.append(dlg);
+  dlg.showModal();
+  input.focus();
+}
+
+function actionsBar(job, checkpoints, done) {
+  const act = (what, body) => api(`/jobs/${encodeURIComponent(job.name)}/${what}`, { method: "POST", body: JSON.stringify(body) });
+  const pick = el("select", { id: "restore-window" }, checkpoints.map((c) => el("option", { value: c.window }, `window ${c.window} (ends ${time(c.window_end)})`)));
+  return el("div", { class: "actions", id: "actions" },
+    el("button", { id: "action-stop", onclick: () => confirmDialog("Stop (drain)", "The running window finishes and is checkpointed, then the job stops.", job.name, "Stop",
+      (c) => act("stop", { confirm: c, drain: true }).then(done)) }, "Stop (drain)"),
+    el("button", { id: "action-cancel", onclick: () => confirmDialog("Stop (cancel)", "The running window is abandoned (it will run again); the job stops.", job.name, "Cancel job",
+      (c) => act("stop", { confirm: c, drain: false }).then(done)) }, "Stop (cancel)"),
+    el("span", { class: "muted" }, " | "), pick,
+    el("button", { id: "action-restore", disabled: checkpoints.length === 0, onclick: () => confirmDialog(`Restore to window ${pick.value}`,
+      `Checkpoints after window ${pick.value} are rolled back and the sink output of later windows is retracted; the next run resumes at window ${Number(pick.value) + 1}.`,
+      job.name, "Restore", (c) => act("restore", { confirm: c, window: Number(pick.value) }).then(done)) }, "Restore to window"),
+    el("button", { id: "action-restart", disabled: job.last_window === null, onclick: () => confirmDialog("Restart without state",
+      `What is committed stays; the keyed state is dropped. The next run resumes at window ${job.last_window + 1} with empty state.`,
+      job.name, "Restart without state", (c) => act("restart", { confirm: c }).then(done)) }, "Restart without state"));
+}
+
+// -- one job ------------------------------------------------------------------------------
+async function jobPage() {
+  const name = D.job;
+  const enc = encodeURIComponent(name);
+  const [job, plan, { checkpoints }, { transitions }] = await Promise.all([
+    api(`/jobs/${enc}`), api(`/jobs/${enc}/plan`).catch((e) => ({ error: e })),
+    api(`/jobs/${enc}/checkpoints`), api(`/jobs/${enc}/transitions`)]);
+  const notice = el("div", { id: "notice" });
+  const reload = (info) => { sessionStorage.setItem("lockgate-notice", `${info.action} by ${info.by}: job is ${info.job.state}`); location.reload(); };
+  const saved = sessionStorage.getItem("lockgate-notice");
+  if (saved) { sessionStorage.removeItem("lockgate-notice"); notice.append(el("div", { class: "banner ok" }, saved)); }
+  const panes = {
+    Timeline: el("div", { id: "pane-timeline" }),
+    Plan: el("div", { id: "pane-plan" }),
+    Checkpoints: el("div", { id: "pane-checkpoints" }),
+    Transitions: el("div", { id: "pane-transitions" }),
+  };
+  const tabs = el("div", { class: "tabs" });
+  for (const [label, pane] of Object.entries(panes)) {
+    tabs.append(el("button", { "data-tab": label, class: label === "Timeline" ? "on" : null, onclick: (ev) => {
+      for (const b of tabs.children) b.classList.toggle("on", b === ev.currentTarget);
+      for (const p of Object.values(panes)) p.hidden = p !== pane;
+    } }, label));
+    pane.hidden = label !== "Timeline";
+  }
+  if (plan.error) fail(panes.Plan, plan.error);
+  else panes.Plan.append(el("h2", {}, `Logical plan (PipelineGraph) · version ${plan.plan_version}`), logicalGraph(plan.logical),
+    el("h2", {}, "Physical plan (ExecutionGraph): what runs, in this order"), physicalPlan(plan.physical));
+  panes.Checkpoints.append(el("table", { id: "checkpoints" },
+    el("thead", {}, el("tr", {}, ["Window", "Window end", "Status", "Plan version", "Size", "Rows in", "Rows out", "Created"].map((h, i) => el("th", { class: i >= 4 && i <= 6 ? "num" : null }, h)))),
+    el("tbody", {}, checkpoints.map((c) => el("tr", { "data-window": c.window },
+      el("td", { class: "mono" }, c.window), el("td", {}, time(c.window_end)), el("td", {}, badge(c.status)),
+      el("td", { class: "mono" }, c.plan_version || "—"), el("td", { class: "num" }, bytes(c.snapshot_bytes)),
+      el("td", { class: "num" }, num(c.rows_in)), el("td", { class: "num" }, num(c.rows_out)), el("td", {}, time(c.created)))))));
+  panes.Transitions.append(el("table", { id: "transitions" },
+    el("thead", {}, el("tr", {}, ["At", "From", "To", "Reason"].map((h) => el("th", {}, h)))),
+    el("tbody", {}, [...transitions].reverse().map((t) => el("tr", {},
+      el("td", {}, time(t.at)), el("td", {}, t.from_state ? badge(t.from_state) : "—"), el("td", {}, badge(t.to_state)), el("td", {}, t.reason))))));
+  app.replaceChildren(
+    el("div", { class: "crumbs" }, el("a", { href: `${D.base}/ui/` }, "Lockgate jobs"), " / ", name),
+    el("h1", {}, name, badge(job.state)),
+    el("div", { class: "muted small" }, `pipeline ${job.pipeline_ref} · plan ${job.plan_version || "—"} · generation ${job.generation}`),
+    notice,
+    job.last_error ? el("div", { class: "banner" }, job.last_error) : null,
+    el("div", { class: "stats" },
+      [["last committed window", job.last_window ?? "—"], ["its end", time(job.last_window_end)], ["lag", dur(job.lag_s)],
+        ["rows/s (recent rounds)", num(job.rows_per_s)], ["rounds", num(job.cycles)], ["checkpoints", checkpoints.length]]
+        .map(([k, v]) => el("div", { class: "stat" }, el("b", {}, v), el("span", {}, k)))),
+    job.can_edit ? actionsBar(job, checkpoints.filter((c) => c.status === "COMPLETE"), reload)
+      : el("p", { class: "muted small" }, "Actions need edit permission on DAGs."),
+    tabs, ...Object.values(panes));
+  await timeline(panes.Timeline, name);
+}
+
+// -- one task instance --------------------------------------------------------------------
+async function taskPage() {
+  const mi = D.mapIndex === undefined ? "-1" : D.mapIndex;
+  const t = await api(`/task-instances/${encodeURIComponent(D.dagId)}/${encodeURIComponent(D.runId)}/${encodeURIComponent(D.taskId)}?map_index=${encodeURIComponent(mi)}`);
+  const tries = t.tries.map((tr, i) => {
+    const prev = t.tries[i - 1];
+    const story = [];
+    if (tr.first_window !== null) {
+      story.push(prev && prev.failed_window !== null ? `resumed at window ${tr.first_window}` : `started at window ${tr.first_window}`);
+    }
+    if (tr.last_committed !== null) story.push(`committed up to window ${tr.last_committed}`);
+    if (tr.failed_window !== null) story.push(`stopped at window ${tr.failed_window}: it failed`);
+    if (!tr.rounds.length) story.push("ran no window");
+    return el("div", { class: `card try s-${slug(tr.state)}`, "data-try": tr.try_number },
+      el("div", {}, el("b", {}, `Try ${tr.try_number} `), badge(tr.state),
+        el("span", { class: "muted small" }, ` ${time(tr.start_date)} → ${time(tr.end_date)}`)),
+      el("p", { class: "story" }, story.join("; ")),
+      tr.failed_error ? el("div", { class: "error small" }, tr.failed_error) : null,
+      tr.rounds.length ? roundsTable(tr.rounds, `rounds-${tr.try_number}`) : null);
+  });
+  app.replaceChildren(
+    el("h1", {}, `Lockgate windows of ${t.task_id}`),
+    el("div", { class: "muted small" }, `${t.dag_id} · ${t.run_id}`, t.job ? " · job " : "", t.job ? el("a", { href: `${D.nav}${jobHref(t.job)}`, target: "_top" }, t.job) : null),
+    t.message ? el("p", { class: "muted" }, t.message) : null,
+    tries.length ? legend() : null, ...tries);
+}
+
+const pages = { jobs: jobsPage, job: jobPage, task: taskPage };
+(pages[D.kind] || jobsPage)().catch((err) => fail(app, err));
