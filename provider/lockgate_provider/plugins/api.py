@@ -83,18 +83,24 @@ def _status_of(err: LockgateError) -> int:
 
 
 class _Clients:
-    """One client per api-server process, from the Lockgate connection the plugin is told
-    to use (``[lockgate] ui_conn_id``, default ``lockgate_default``)."""
+    """The Lockgate client of the connection the plugin is told to use (``[lockgate]
+    ui_conn_id``, default ``lockgate_default``). The connection is read again on every
+    request, so editing it in Airflow takes effect without restarting the api-server; a
+    client is made once per set of settings and kept (the embedded one is the hook's own)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._hook: LockgateHook | None = None
+        self._remote: dict[str, Client] = {}
 
     def get(self) -> Client:
+        hook = LockgateHook(conf.get("lockgate", "ui_conn_id", fallback="lockgate_default"))
+        if hook.embedded:
+            return hook.get_conn()
+        key = repr((hook.url, sorted(hook.client_options().items())))
         with self._lock:
-            if self._hook is None:
-                self._hook = LockgateHook(conf.get("lockgate", "ui_conn_id", fallback="lockgate_default"))
-            return self._hook.get_conn()
+            if key not in self._remote:
+                self._remote[key] = hook.get_conn()
+            return self._remote[key]
 
 
 clients = _Clients()
@@ -204,9 +210,11 @@ def create_app() -> FastAPI:
 
     @app.get("/ui/ti/{dag_id}/{run_id}/{task_id}/{map_index}", response_class=HTMLResponse)
     def task_page(
-        dag_id: str, run_id: str, task_id: str, map_index: int, request: Request, user: PageUser
+        dag_id: str, run_id: str, task_id: str, map_index: str, request: Request, user: PageUser
     ) -> HTMLResponse:
-        params = {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "map_index": str(map_index)}
+        # Airflow leaves {MAP_INDEX} unreplaced for a task that is not mapped
+        index = map_index if map_index.lstrip("-").isdigit() else "-1"
+        params = {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "map_index": index}
         return render_page(request, "task", params, user)
 
     @app.get("/static/{name}", dependencies=[Depends(page_reader)])

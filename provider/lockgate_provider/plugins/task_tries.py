@@ -22,6 +22,7 @@ from sqlalchemy import select
 from lockgate import Client, JobNotFoundError
 from lockgate_provider.links.lockgate import JOB_XCOM_KEY
 from lockgate_provider.plugins.views import cycle_row
+from lockgate_provider.utils import short_error
 
 MAX_ROUNDS = 5000
 """The most rounds of one job read to attribute them to tries (newest first)."""
@@ -93,7 +94,7 @@ def task_windows(client: Client, dag_id: str, run_id: str, task_id: str, map_ind
             "first_window": mine[0].window if mine else None,
             "last_committed": max(committed) if committed else None,
             "failed_window": failed[-1].window if failed else None,
-            "failed_error": failed[-1].error if failed else None,
+            "failed_error": short_error(failed[-1].error) if failed and failed[-1].error else None,
             "rounds": [cycle_row(c) for c in mine],
         })
     return answer

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from lockgate import Client, CycleInfo, JobInfo
+from lockgate_provider.utils import short_error
 
 RECENT = 20
 """How many of a job's newest cycles its throughput is measured over."""
@@ -50,7 +51,7 @@ def job_summary(client: Client, job: JobInfo, now: datetime | None = None) -> di
         "rows_per_s": throughput(recent.cycles),
         "cycles": recent.total,
         "last_failed_window": failed.window if failed else None,
-        "last_failed_error": failed.error if failed else None,
+        "last_failed_error": short_error(failed.error) if failed and failed.error else None,
     }
 
 
@@ -60,6 +61,7 @@ def cycle_row(c: CycleInfo) -> dict[str, Any]:
     row["phases"] = [[p, round(c.timings.get(p, 0.0), 1)] for p in STACKED_PHASES if p in c.timings]
     row["duration_ms"] = round(_seconds(c) * 1000, 1)
     row["status"] = timeline_status(c)
+    row["error_summary"] = short_error(c.error) if c.error else None
     return row
 
 

@@ -59,6 +59,7 @@ function bytes(n) {
   return `${(n / 1024 ** i).toFixed(i ? 1 : 0)} ${u[i]}`;
 }
 const jobHref = (job) => `${D.base}/ui/jobs/${encodeURIComponent(job)}`;
+const put = (where, ...kids) => where.replaceChildren(...kids.flat().filter((k) => k !== null && k !== undefined && k !== false));
 function fail(where, err) {
   where.replaceChildren(el("div", { class: "banner" }, String(err.message || err)));
 }
@@ -66,7 +67,7 @@ function fail(where, err) {
 // -- jobs ---------------------------------------------------------------------------------
 async function jobsPage() {
   const { jobs } = await api("/jobs");
-  app.replaceChildren(
+  put(app, 
     el("h1", {}, "Lockgate jobs"),
     el("p", { class: "muted" }, `${jobs.length} job${jobs.length === 1 ? "" : "s"}; lag is now minus the end of the last committed window.`),
     el("table", { id: "jobs" },
@@ -96,7 +97,7 @@ function logicalGraph(logical) {
   }
   const cols = {};
   for (const v of vs) (cols[layer[v.id]] = cols[layer[v.id]] || []).push(v);
-  const W = 190, H = 54, GX = 70, GY = 22;
+  const W = 230, H = 54, GX = 100, GY = 22;
   const pos = {};
   let rows = 0;
   for (const [l, list] of Object.entries(cols)) {
@@ -113,15 +114,15 @@ function logicalGraph(logical) {
     const x1 = a.x + W, y1 = a.y + H / 2, x2 = b.x, y2 = b.y + H / 2, mx = (x1 + x2) / 2;
     svg.append(svgEl("path", { class: "edge", d: `M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2},${y2}`, "marker-end": "url(#arrow)" }));
     const label = e.partitioning === "KEY" ? `KEY(${e.keys.join(", ")})` : e.partitioning;
-    svg.append(svgEl("text", { class: "edge-label", x: mx - 20, y: (y1 + y2) / 2 - 4 }, label));
+    svg.append(svgEl("text", { class: "edge-label", x: x1 + 6, y: y1 + (y2 > y1 ? 14 : y2 < y1 ? -6 : -5) }, label));
   }
   for (const v of vs) {
     const p = pos[v.id], stateful = v.state && Object.keys(v.state).length > 0;
     const g = svgEl("g", { class: `node ${v.kind}${stateful ? " stateful" : ""}`, "data-operator": v.id,
       transform: `translate(${p.x},${p.y})` });
     g.append(svgEl("rect", { width: W, height: H, rx: 6 }));
-    g.append(svgEl("text", { x: 10, y: 20 }, v.id.length > 26 ? `${v.id.slice(0, 25)}…` : v.id));
-    g.append(svgEl("text", { class: "sub", x: 10, y: 38 }, `${v.kind} · ${v.op} · p=${v.parallelism}${stateful ? " · state" : ""}`));
+    g.append(svgEl("text", { x: 10, y: 20 }, v.id.length > 30 ? `${v.id.slice(0, 29)}…` : v.id));
+    g.append(svgEl("text", { class: "sub", x: 10, y: 38 }, `${v.op} · p=${v.parallelism}${stateful ? " · keyed state" : ""}`));
     g.append(svgEl("title", {}, `${v.id}\n${(v.schema || []).map((c) => `${c.name}: ${c.type}`).join("\n")}`));
     svg.append(g);
   }
@@ -149,18 +150,21 @@ function phaseBar(row, scale) {
 }
 const legend = () => el("div", { class: "legend" }, PHASES.map((p) => el("span", {}, el("i", { class: `p-${p}` }), p)));
 
+// the error in a line; the whole of it (Python and JVM traceback) one click away
+const errorCell = (r) => el("details", {}, el("summary", {}, r.error_summary || "error"), el("pre", { class: "trace" }, r.error));
+
 function roundsTable(rows, id) {
   const scale = Math.max(1, ...rows.map((r) => r.phases.reduce((s, [, ms]) => s + ms, 0)));
   return el("table", { id },
     el("thead", {}, el("tr", {}, ["Window", "Window start", "Try", "Status", "Phases (ms)", "Rows in", "Rows out", "Late",
       "Started", "Duration", "Error"].map((h, i) => el("th", { class: i >= 5 && i <= 7 || i === 9 ? "num" : null }, h)))),
     el("tbody", {}, rows.map((r) => el("tr", { "data-window": r.window, "data-status": r.status },
-      el("td", { class: "mono" }, r.window), el("td", {}, time(r.window_start)), el("td", { class: "num" }, r.attempt),
+      el("td", { class: "mono" }, r.window), el("td", { class: "when" }, time(r.window_start)), el("td", { class: "num" }, r.attempt),
       el("td", {}, badge(r.status)), el("td", {}, phaseBar(r, scale)),
       el("td", { class: "num" }, num(r.rows_in)), el("td", { class: "num" }, num(r.rows_out)),
-      el("td", { class: "num" }, num(r.late_rows)), el("td", {}, time(r.started)),
+      el("td", { class: "num" }, num(r.late_rows)), el("td", { class: "when" }, time(r.started)),
       el("td", { class: "num" }, r.finished ? dur(r.duration_ms / 1000) : "—"),
-      el("td", { class: "error small" }, r.error || "")))));
+      el("td", { class: "error small" }, r.error ? errorCell(r) : "")))));
 }
 
 async function timeline(where, job) {
@@ -175,7 +179,7 @@ async function timeline(where, job) {
     const last = first + page.cycles.length - 1;
     const older = el("button", { disabled: page.next_before === null, onclick: () => { stack.push(before); before = page.next_before; load().catch((e) => fail(where, e)); } }, "Older →");
     const newer = el("button", { disabled: stack.length === 0, onclick: () => { before = stack.pop(); load().catch((e) => fail(where, e)); } }, "← Newer");
-    where.replaceChildren(
+    put(where,
       el("div", { class: "pager" }, newer, older,
         el("span", { class: "muted", id: "timeline-range" }, page.total ? `rounds ${first}–${last} of ${page.total}, newest first` : "no rounds yet")),
       el("div", { class: "strip", title: "this page's rounds, oldest left" },
@@ -265,7 +269,7 @@ async function jobPage() {
     el("thead", {}, el("tr", {}, ["At", "From", "To", "Reason"].map((h) => el("th", {}, h)))),
     el("tbody", {}, [...transitions].reverse().map((t) => el("tr", {},
       el("td", {}, time(t.at)), el("td", {}, t.from_state ? badge(t.from_state) : "—"), el("td", {}, badge(t.to_state)), el("td", {}, t.reason))))));
-  app.replaceChildren(
+  put(app, 
     el("div", { class: "crumbs" }, el("a", { href: `${D.base}/ui/` }, "Lockgate jobs"), " / ", name),
     el("h1", {}, name, badge(job.state)),
     el("div", { class: "muted small" }, `pipeline ${job.pipeline_ref} · plan ${job.plan_version || "—"} · generation ${job.generation}`),
@@ -294,14 +298,14 @@ async function taskPage() {
     if (tr.last_committed !== null) story.push(`committed up to window ${tr.last_committed}`);
     if (tr.failed_window !== null) story.push(`stopped at window ${tr.failed_window}: it failed`);
     if (!tr.rounds.length) story.push("ran no window");
-    return el("div", { class: `card try s-${slug(tr.state)}`, "data-try": tr.try_number },
+    return el("div", { class: `card try t-${slug(tr.state)}`, "data-try": tr.try_number },
       el("div", {}, el("b", {}, `Try ${tr.try_number} `), badge(tr.state),
         el("span", { class: "muted small" }, ` ${time(tr.start_date)} → ${time(tr.end_date)}`)),
       el("p", { class: "story" }, story.join("; ")),
       tr.failed_error ? el("div", { class: "error small" }, tr.failed_error) : null,
       tr.rounds.length ? roundsTable(tr.rounds, `rounds-${tr.try_number}`) : null);
   });
-  app.replaceChildren(
+  put(app, 
     el("h1", {}, `Lockgate windows of ${t.task_id}`),
     el("div", { class: "muted small" }, `${t.dag_id} · ${t.run_id}`, t.job ? " · job " : "", t.job ? el("a", { href: `${D.nav}${jobHref(t.job)}`, target: "_top" }, t.job) : null),
     t.message ? el("p", { class: "muted" }, t.message) : null,
