@@ -30,6 +30,7 @@ from typing import Annotated, Any
 
 from airflow.api_fastapi.core_api.security import GetUserDep
 from airflow.configuration import conf
+from airflow.sdk.exceptions import AirflowNotFoundException
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 from pydantic import BaseModel, Field
@@ -107,8 +108,15 @@ clients = _Clients()
 
 
 def client() -> Client:
-    """A dependency: the Lockgate client of the plugin's connection."""
-    return clients.get()
+    """A dependency: the Lockgate client of the plugin's connection (503 naming the fix
+    when the connection is missing or invalid)."""
+    try:
+        return clients.get()
+    except AirflowNotFoundException as err:
+        conn_id = conf.get("lockgate", "ui_conn_id", fallback="lockgate_default")
+        raise HTTPException(
+            503, f"the Lockgate plugin's connection {conn_id!r} is not defined: create it (Admin > Connections, "
+            "type Lockgate) or point [lockgate] ui_conn_id at an existing one") from err
 
 
 LgClient = Annotated[Client, Depends(client)]

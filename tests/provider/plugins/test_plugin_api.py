@@ -1,0 +1,190 @@
+"""The plugin's API on a real api-server: every route behind Airflow's auth, reading for
+viewers, actions for editors, and what an action does checked through Lockgate's own client.
+
+A real job runs first (embedded: local Spark, SQLite catalog); later a job runs through a
+real ``lockgate server`` and the plugin's connection is switched to it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from types import SimpleNamespace
+from urllib.parse import quote
+
+import pytest
+from fastapi.routing import APIRoute
+
+import lockgate
+from lockgate_provider.plugins.lockgate import LockgatePlugin
+
+W0 = 29453760  # 2026-01-01T00:00Z in one-minute windows
+JOB = "ui_api"
+LAST = W0 + 3
+
+
+@pytest.fixture(scope="module")
+def job(api_server, write_pipeline, tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
+    """JOB run for windows W0..W0+3 on an embedded Lockgate home the plugin reads."""
+    root = tmp_path_factory.mktemp("embedded")
+    home = root / "home"
+    client = lockgate.connect("embedded", home=str(home))
+    result = client.run(write_pipeline(root, JOB), job=JOB, first=W0, last=LAST)
+    assert result.state == "FINISHED" and result.windows_run == 4
+    api_server.connect(extra={"lockgate_home": str(home)})
+    return SimpleNamespace(client=client, home=home, root=root, ref=write_pipeline(root, JOB))
+
+
+def _routes() -> list[tuple[str, str]]:
+    """Every (method, path) of the plugin's app, path parameters filled in."""
+    app = LockgatePlugin.fastapi_apps[0]["app"]
+    prefix = LockgatePlugin.fastapi_apps[0]["url_prefix"]
+    values = {"job": JOB, "dag_id": "d", "run_id": "r", "task_id": "t", "map_index": "-1", "name": "lockgate.js"}
+    out = []
+    for route in app.routes:
+        if not isinstance(route, APIRoute):
+            continue
+        path = re.sub(r"\{(\w+)\}", lambda m: values[m.group(1)], route.path)
+        out += [(method, prefix + path) for method in sorted(route.methods)]
+    return out
+
+
+def test_the_plugin_has_the_routes_the_pages_use():
+    paths = {p for _, p in _routes()}
+    for expected in ("/lockgate/api/jobs", f"/lockgate/api/jobs/{JOB}/cycles", f"/lockgate/api/jobs/{JOB}/plan",
+                     f"/lockgate/api/jobs/{JOB}/checkpoints", f"/lockgate/api/jobs/{JOB}/transitions",
+                     f"/lockgate/api/jobs/{JOB}/restore", f"/lockgate/api/jobs/{JOB}/stop",
+                     f"/lockgate/api/jobs/{JOB}/restart", "/lockgate/ui/", f"/lockgate/ui/jobs/{JOB}"):
+        assert expected in paths
+
+
+def test_every_route_refuses_an_anonymous_request(api_server, job):
+    routes = _routes()
+    assert len(routes) >= 14
+    for method, path in routes:
+        body = {"json": {"confirm": JOB, "window": W0}} if method == "POST" else {}
+        r = api_server.request(method, path, **body)
+        if "/api/" in path:
+            assert r.status_code == 401, (method, path, r.status_code, r.text)
+        else:  # pages and their assets send the browser to Airflow's login, and show nothing
+            assert r.status_code == 303, (method, path, r.status_code)
+            assert "/auth/login" in r.headers["location"]
+            assert JOB not in r.text
+        bad = api_server.request(method, path, headers={"Authorization": "Bearer not-a-token"}, **body)
+        assert bad.status_code in (401, 403, 303), (method, path, bad.status_code)
+    assert job.client.get_job(JOB).last_window == LAST  # nothing was done
+
+
+def test_a_viewer_reads_everything_and_can_act_on_nothing(api_server, job):
+    for method, path in _routes():
+        if method == "GET" and "/api/" in path and "/task-instances/" not in path:
+            r = api_server.request("GET", path, "viewer")
+            assert r.status_code == 200, (path, r.text)
+    jobs = api_server.request("GET", "/lockgate/api/jobs", "viewer").json()["jobs"]
+    mine = next(j for j in jobs if j["name"] == JOB)
+    assert mine["last_window"] == LAST and mine["state"] == "FINISHED"
+    assert mine["last_window_end"] == "2026-01-01T00:04:00+00:00"
+    assert mine["lag_s"] > 0 and mine["rows_per_s"] > 0
+    assert api_server.request("GET", f"/lockgate/api/jobs/{JOB}", "viewer").json()["can_edit"] is False
+    for action, body in (("restore", {"confirm": JOB, "window": W0}), ("stop", {"confirm": JOB}),
+                         ("restart", {"confirm": JOB})):
+        r = api_server.request("POST", f"/lockgate/api/jobs/{JOB}/{action}", "viewer", json=body)
+        assert r.status_code == 403, (action, r.text)
+    assert job.client.get_job(JOB).last_window == LAST
+    assert max(c.window for c in job.client.list_checkpoints(JOB)) == LAST
+
+
+def test_the_timeline_pages_through_every_round_once(api_server, job):
+    seen, before = [], None
+    while True:
+        q = f"?limit=3&before={before}" if before is not None else "?limit=3"
+        page = api_server.request("GET", f"/lockgate/api/jobs/{JOB}/cycles{q}", "viewer").json()
+        seen += page["cycles"]
+        before = page["next_before"]
+        if before is None:
+            break
+    assert page["total"] == len(seen) == 4
+    assert [c["window"] for c in seen] == [LAST, LAST - 1, LAST - 2, W0]
+    assert {c["status"] for c in seen} == {"committed"}
+    assert all(c["phases"] and c["rows_in"] > 0 for c in seen)
+    plan = api_server.request("GET", f"/lockgate/api/jobs/{JOB}/plan", "viewer").json()
+    assert {v["id"] for v in plan["logical"]["vertices"]} == {"bids", "totals", "files"}
+    assert plan["physical"]["cycles"][0]["heads"] == ["bids"]
+    assert api_server.request("GET", f"/lockgate/api/jobs/{JOB}/cycles?limit=0", "viewer").status_code == 422
+
+
+def test_an_action_needs_the_jobs_name_as_confirmation(api_server, job):
+    r = api_server.request("POST", f"/lockgate/api/jobs/{JOB}/restore", "editor", json={"confirm": "x", "window": W0})
+    assert r.status_code == 400 and JOB in r.json()["detail"]
+    r = api_server.request("POST", f"/lockgate/api/jobs/{JOB}/restore", "editor", json={"window": W0})
+    assert r.status_code == 422
+    assert job.client.get_job(JOB).last_window == LAST
+
+
+def test_an_editors_restore_rolls_the_checkpoints_back_and_is_audited(api_server, job):
+    r = api_server.request("POST", f"/lockgate/api/jobs/{JOB}/restore", "editor",
+                           json={"confirm": JOB, "window": W0 + 1})
+    assert r.status_code == 200, r.text
+    assert r.json()["by"] == "editor" and r.json()["job"]["state"] == "STOPPED"
+    # checked through Lockgate's own client, not the plugin
+    assert job.client.get_job(JOB).last_window == W0 + 1
+    assert [c.window for c in job.client.list_checkpoints(JOB)] == [W0, W0 + 1]
+    rounds = api_server.request("GET", f"/lockgate/api/jobs/{JOB}/cycles", "viewer").json()["cycles"]
+    status = {c["window"]: c["status"] for c in rounds}
+    assert status == {W0: "committed", W0 + 1: "committed", W0 + 2: "rolled back", W0 + 3: "rolled back"}
+    reasons = [t["reason"] for t in api_server.request("GET", f"/lockgate/api/jobs/{JOB}/transitions",
+                                                          "viewer").json()["transitions"]]
+    assert any(f"restored to window {W0 + 1}" in reason for reason in reasons)
+    # Airflow's audit log names the user
+    logs = api_server.request("GET", "/api/v2/eventLogs?event=lockgate.restore", "admin").json()["event_logs"]
+    assert logs and logs[-1]["owner"] == "editor" and f'"window": {W0 + 1}' in logs[-1]["extra"]
+    # a restore to a window with no checkpoint is refused, naming the problem
+    r = api_server.request("POST", f"/lockgate/api/jobs/{JOB}/restore", "editor", json={"confirm": JOB, "window": 7})
+    assert r.status_code == 404 and "no complete checkpoint" in r.json()["detail"]
+    # the job runs on from the restored window, exactly as after an operator's restore
+    again = job.client.run(job.ref, job=JOB, first=W0 + 2, last=LAST)
+    assert again.windows_run == 2 and job.client.get_job(JOB).last_window == LAST
+
+
+def test_restart_without_state_resets_the_keyed_state(api_server, job):
+    r = api_server.request("POST", f"/lockgate/api/jobs/{JOB}/restart", "editor", json={"confirm": JOB})
+    assert r.status_code == 200, r.text
+    moves = job.client.list_transitions(JOB)
+    assert "keyed state will be reset" in moves[-1].reason
+    before = job.client.read_state(JOB, "totals", window=LAST).to_pydict()
+    job.client.run(job.ref, job=JOB, first=LAST + 1, last=LAST + 1)
+    after = job.client.read_state(JOB, "totals", window=LAST + 1).to_pydict()
+    # one minute of bids, counted from zero: every bidder's count is below its running total
+    assert sum(after["bids"]) < sum(before["bids"])
+    assert sum(after["bids"]) == job.client.list_checkpoints(JOB)[-1].rows_in
+    logs = api_server.request("GET", "/api/v2/eventLogs?event=lockgate.restart", "admin").json()["event_logs"]
+    assert logs[-1]["owner"] == "editor"
+
+
+def test_a_missing_job_and_a_missing_connection_say_what_to_do(api_server, job):
+    r = api_server.request("GET", "/lockgate/api/jobs/nope", "viewer")
+    assert r.status_code == 404 and "nope" in r.json()["detail"]
+    r = api_server.request("GET", "/lockgate/api/task-instances/d/r/t", "viewer")
+    assert r.status_code == 200 and r.json()["tries"] == []
+
+
+def test_the_plugin_reads_a_controller_through_the_connection(api_server, job, controller, write_pipeline,
+                                                              tmp_path: Path):
+    client = controller.client()
+    ref = write_pipeline(tmp_path, "ui_served")
+    assert client.run(ref, job="ui_served", first=W0, last=W0 + 2).state == "FINISHED"
+    api_server.connect(host="127.0.0.1", port=controller.port, extra={"timeout": 60})
+    try:
+        jobs = {j["name"]: j for j in api_server.request("GET", "/lockgate/api/jobs", "viewer").json()["jobs"]}
+        assert jobs["ui_served"]["last_window"] == W0 + 2 and JOB not in jobs
+        rounds = api_server.request("GET", "/lockgate/api/jobs/ui_served/cycles", "viewer").json()
+        assert [c["window"] for c in rounds["cycles"]] == [W0 + 2, W0 + 1, W0]
+        r = api_server.request("POST", "/lockgate/api/jobs/ui_served/restore", "editor",
+                               json={"confirm": "ui_served", "window": W0})
+        assert r.status_code == 200, r.text
+        assert client.get_job("ui_served").last_window == W0
+        page = api_server.request("GET", f"/lockgate/api/jobs/{quote('ui_served')}/checkpoints", "viewer").json()
+        assert [c["window"] for c in page["checkpoints"]] == [W0]
+    finally:
+        api_server.connect(host=None, port=None, extra={"lockgate_home": str(job.home)})
+        client.close()
