@@ -1,0 +1,650 @@
+"""The superstep driver: runs a :class:`~lockgate.graph.compute.VertexProgram` over a graph in Spark.
+
+Each superstep is one Spark job over the previous superstep's state, read back from Parquet:
+
+1. the program's ``compute`` (or ``evolve``) Column expressions give every vertex's new value and
+   the messages it sends (a projection of the state);
+2. the messages are joined with the edges (``src`` for ``send_out``, ``dst`` for ``send_in``),
+   shaped by ``along_edge`` and combined per receiving vertex by the program's combiner (a
+   ``groupBy`` aggregate);
+3. the combined messages are joined back to the vertices (the inbox of the next superstep) and
+   the state is written to ``folder/superstep-NNNNN`` in Parquet, with its stats (messages sent,
+   vertices changed, the program's aggregates) observed in the same job;
+4. the state is read back from Parquet: the next superstep's plan starts there, so Spark's lineage
+   never grows and superstep 50 costs what superstep 5 does.
+
+After each superstep the driver calls ``on_superstep(stats)`` (record them, checkpoint the state
+folder) and checks the halting rules. A run killed at any point resumes from its last complete
+superstep with :meth:`SuperstepDriver.resume` and ends with the same result.
+
+Example::
+
+    from lockgate.graph import SuperstepDriver
+    from lockgate.graph.library import ConnectedComponents
+
+    driver = SuperstepDriver(ConnectedComponents(), "/data/cc-state", spark=spark,
+                             on_superstep=lambda stats: print(stats.superstep, stats.messages_sent))
+    result = driver.run(edges)                 # edges: DataFrame with src, dst
+    result.output.show()                       # id, component
+    # after a crash: SuperstepDriver(ConnectedComponents(), "/data/cc-state", spark=spark).resume()
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import Column, DataFrame, Observation
+from pyspark.sql import functions as F
+from pyspark.sql.types import DataType, LongType, NullType, Row, StructType
+
+from lockgate.graph.compute import (
+    AggregateContext,
+    EdgeContext,
+    Halt,
+    Step,
+    VertexContext,
+    VertexProgram,
+)
+from lockgate.graph.errors import (
+    GraphInputError,
+    GraphStateError,
+    MessageTypeError,
+    NoHaltingRuleError,
+    ProgramReturnError,
+    VertexValueTypeError,
+)
+from lockgate.graph.state import StateFolder
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+#: state columns besides ``id`` and the vertex attributes
+VALUE, INBOX, COUNT, OUT_DEGREE, IN_DEGREE = "__value", "__inbox", "__n", "__out_degree", "__in_degree"
+_INTERNAL = (VALUE, INBOX, COUNT, OUT_DEGREE, IN_DEGREE)
+_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class SuperstepStats:
+    """What one superstep did, given to ``on_superstep`` and recorded in its ``_superstep.json``.
+
+    ``messages_sent``: messages sent along edges in this superstep (delivered in the next one);
+    ``vertices_changed``: vertices whose value changed; ``active_vertices``: vertices ``compute``
+    ran on; ``aggregates``: the program's aggregates over the new state; ``state_uri``: the Parquet
+    folder of the new state (what a checkpoint references); ``halted_by``: set on the last
+    superstep of a computation (``"no_messages"``, ``"no_change"``, ``"converged"``,
+    ``"max_supersteps"``), ``None`` otherwise.
+
+    >>> SuperstepStats(3, 120, 40, 100, 812.5, 1000, {}, "/s/superstep-00003").halted_by is None
+    True
+    """
+
+    superstep: int
+    messages_sent: int
+    vertices_changed: int
+    active_vertices: int
+    elapsed_ms: float
+    num_vertices: int
+    aggregates: dict[str, Any]
+    state_uri: str
+    halted_by: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The stats as a JSON object (``_superstep.json``)."""
+        return {
+            "superstep": self.superstep,
+            "messages_sent": self.messages_sent,
+            "vertices_changed": self.vertices_changed,
+            "active_vertices": self.active_vertices,
+            "elapsed_ms": self.elapsed_ms,
+            "num_vertices": self.num_vertices,
+            "aggregates": self.aggregates,
+            "state_uri": self.state_uri,
+            "halted_by": self.halted_by,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SuperstepStats:
+        """The stats from their JSON object."""
+        return cls(**data)
+
+
+@dataclass
+class GraphResult:
+    """The outcome of :meth:`SuperstepDriver.run` or :meth:`~SuperstepDriver.resume`.
+
+    ``superstep`` is the last complete superstep, ``halted_by`` why the computation ended
+    (``None``: stopped by ``stop_after``, resumable), ``stats`` the supersteps of this call.
+    """
+
+    program: VertexProgram
+    folder: StateFolder
+    superstep: int
+    halted_by: str | None
+    stats: list[SuperstepStats]
+    spark: SparkSession = field(repr=False)
+    state_schema: StructType = field(repr=False)
+    edges_schema: StructType = field(repr=False)
+
+    @property
+    def state_uri(self) -> str:
+        """The Parquet folder of the final state (what a checkpoint references)."""
+        return self.folder.superstep_uri(self.superstep)
+
+    @property
+    def state(self) -> DataFrame:
+        """The final state: ``id``, the vertex attributes and ``value``."""
+        raw = self.spark.read.schema(self.state_schema).parquet(self.state_uri)
+        attrs = [c for c in raw.columns if c != "id" and c not in _INTERNAL]
+        return raw.select("id", *attrs, F.col(VALUE).alias("value"))
+
+    @property
+    def values(self) -> DataFrame:
+        """``id`` and ``value`` of every vertex: the ``previous`` of a next dynamic run."""
+        return self.state.select("id", "value")
+
+    @property
+    def output(self) -> DataFrame:
+        """The program's results: ``program.finish(state)``."""
+        return self.program.finish(self.state)
+
+    @property
+    def edges(self) -> DataFrame:
+        """The edges the computation ran over (from the state folder)."""
+        return self.spark.read.schema(self.edges_schema).parquet(self.folder.edges_uri)
+
+
+def _type_name(t: DataType) -> str:
+    return t.simpleString()
+
+
+def _same_type(a: DataType, b: DataType) -> bool:
+    return _type_name(a) == _type_name(b)
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, Row):
+        return {k: _jsonable(x) for k, x in v.asDict().items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, (int, float, str, bool)) or v is None:
+        return v
+    return str(v)
+
+
+class SuperstepDriver:
+    """Runs a vertex program superstep by superstep, with its state in Parquet under ``folder``.
+
+    ``on_superstep(stats)`` is called after each complete superstep (0, the init, included);
+    ``max_supersteps`` bounds the computation besides the program's own bound; ``keep_last``
+    keeps only the state of the last ``keep_last`` supersteps (``None``: all).
+
+    >>> # driver = SuperstepDriver(PageRank(), "/tmp/pr", spark=spark, on_superstep=record)
+    >>> # result = driver.run(edges); result.output
+    """
+
+    def __init__(
+        self,
+        program: VertexProgram,
+        folder: str,
+        *,
+        spark: SparkSession | None = None,
+        on_superstep: Callable[[SuperstepStats], None] | None = None,
+        max_supersteps: int | None = None,
+        keep_last: int | None = None,
+    ):
+        if not isinstance(program, VertexProgram):
+            raise ProgramReturnError(
+                f"{program!r} is not a VertexProgram: subclass lockgate.graph.VertexProgram"
+            )
+        self.program = program
+        self.folder = StateFolder(folder)
+        self.on_superstep = on_superstep
+        bounds = [b for b in (program.max_supersteps, max_supersteps) if b is not None]
+        self.max_supersteps = min(bounds) if bounds else None
+        if keep_last is not None and keep_last < 1:
+            raise ValueError(f"keep_last={keep_last}: keep at least the last superstep (1) or all (None)")
+        self.keep_last = keep_last
+        if program.halt_when is None and self.max_supersteps is None and not program.has_converged():
+            raise NoHaltingRuleError(
+                f"{program.name} has no halting rule and no bound: it would run supersteps forever. "
+                f"Fix: set {program.name}.halt_when to Halt.NO_MESSAGES or Halt.NO_CHANGE, set "
+                f"{program.name}.max_supersteps, define {program.name}.converged(stats), or pass "
+                "max_supersteps= to SuperstepDriver."
+            )
+        if spark is None:
+            from pyspark.sql import SparkSession
+
+            spark = SparkSession.getActiveSession()
+            if spark is None:
+                raise GraphStateError("no active Spark session: pass spark= (lockgate.runtime.session.get_spark())")
+        self.spark = spark
+        #: the DataFrame the last superstep wrote: its plan is what one superstep costs
+        self.last_superstep_frame: DataFrame | None = None
+        self._state_schema: StructType | None = None
+        self._edges_schema: StructType | None = None
+        self._num_vertices = 0
+        self._dynamic = False
+
+    # -- starting ------------------------------------------------------------------------------
+
+    def run(
+        self,
+        edges: DataFrame,
+        vertices: DataFrame | None = None,
+        *,
+        previous: DataFrame | None = None,
+        new_edges: DataFrame | None = None,
+        stop_after: int | None = None,
+    ) -> GraphResult:
+        """Run the program from superstep 0 in an empty ``folder``.
+
+        ``edges`` has ``src`` and ``dst`` (and any edge attributes); ``vertices`` has ``id`` (and
+        any vertex attributes); without it the vertices are the edges' endpoints. Endpoints
+        missing from ``vertices`` are added (with null attributes).
+
+        A dynamic run continues an earlier result: ``previous`` (``id``, ``value``: an earlier
+        ``GraphResult.values``) gives the starting value of the vertices it holds (``init`` gives
+        the others'), ``edges`` is the whole graph now and ``new_edges`` the part of it that is new.
+        When the program defines ``evolve``, superstep 1 runs it, with messages along the new
+        edges only. ``stop_after=s`` returns after superstep ``s`` (``halted_by`` ``None``): the
+        folder then resumes from ``s + 1``.
+        """
+        if not self.folder.is_empty():
+            raise GraphStateError(
+                f"state folder {self.folder.uri} is not empty (it holds an earlier computation): "
+                "resume it with SuperstepDriver.resume(), or run in a new or emptied folder"
+            )
+        if new_edges is not None and previous is None:
+            raise GraphInputError("new_edges= is given without previous=: pass the previous result's values too")
+        self._check_inputs(edges, vertices, previous, new_edges)
+        self._dynamic = new_edges is not None
+
+        edge_cols = edges.columns
+        edges.select(*edge_cols).write.parquet(self.folder.edges_uri)
+        self._edges_schema = edges.select(*edge_cols).schema
+        e = self._edges()
+        if new_edges is not None:
+            new_edges.select(*edge_cols).write.parquet(self.folder.new_edges_uri)
+
+        ids = e.select(F.col("src").alias("id")).union(e.select(F.col("dst").alias("id")))
+        if previous is not None:
+            ids = ids.union(previous.select("id"))
+        ids = ids.distinct()
+        if vertices is None:
+            v = ids
+        else:
+            v = vertices.unionByName(ids.join(vertices.select("id"), "id", "left_anti"), allowMissingColumns=True)
+        out_deg = e.groupBy(F.col("src").alias("id")).agg(F.count(F.lit(1)).alias(OUT_DEGREE))
+        in_deg = e.groupBy(F.col("dst").alias("id")).agg(F.count(F.lit(1)).alias(IN_DEGREE))
+        base = v.join(out_deg, "id", "left").join(in_deg, "id", "left")
+        if previous is not None:
+            base = base.join(previous.select("id", F.col("value").alias("__previous")), "id", "left")
+        self._num_vertices = v.count()
+
+        attrs = [c for c in v.columns if c != "id"]
+        ctx = VertexContext(
+            id=F.col("id"),
+            value=F.lit(None),
+            messages=F.lit(None),
+            message_count=F.lit(0),
+            out_degree=F.coalesce(F.col(OUT_DEGREE), F.lit(0)),
+            in_degree=F.coalesce(F.col(IN_DEGREE), F.lit(0)),
+            superstep=0,
+            num_vertices=self._num_vertices,
+        )
+        init = self._call("init", ctx, Column)
+        probe = base.select(init.alias(VALUE))
+        value_type = probe.schema[VALUE].dataType
+        if isinstance(value_type, NullType):
+            raise VertexValueTypeError(
+                f"{self.program.name}.init returned a null literal, which has no type. Fix: give it the "
+                "type of the vertex values, e.g. F.lit(None).cast('double')"
+            )
+        declared = self.program.value_type
+        if declared is not None and not _same_type(value_type, declared):
+            raise VertexValueTypeError(
+                f"{self.program.name}.init returned vertex values of type {_type_name(value_type)}, but "
+                f"{self.program.name}.value_type is {_type_name(declared)}. Fix: cast the value, e.g. "
+                f".cast('{_type_name(declared)}'), or change value_type"
+            )
+        if previous is not None:
+            prev_type = previous.schema["value"].dataType
+            if not _same_type(prev_type, value_type):
+                raise VertexValueTypeError(
+                    f"the previous values have type {_type_name(prev_type)} but {self.program.name}.init "
+                    f"gives {_type_name(value_type)}. Fix: pass previous= the values of a run of the same "
+                    "program (GraphResult.values), or cast them"
+                )
+            init = F.when(F.col("__previous").isNotNull(), F.col("__previous")).otherwise(init)
+        message_type = self.program.message_type or value_type
+        state0 = base.select(
+            "id",
+            *attrs,
+            init.alias(VALUE),
+            F.lit(None).cast(message_type).alias(INBOX),
+            F.lit(0).cast(LongType()).alias(COUNT),
+            F.coalesce(F.col(OUT_DEGREE), F.lit(0)).cast(LongType()).alias(OUT_DEGREE),
+            F.coalesce(F.col(IN_DEGREE), F.lit(0)).cast(LongType()).alias(IN_DEGREE),
+        )
+        self._state_schema = state0.schema
+        self.folder.write_manifest(
+            {
+                "format": _FORMAT,
+                **self.program.describe(),
+                "num_vertices": self._num_vertices,
+                "dynamic": self._dynamic,
+                "evolve": self._dynamic and self.program.has_evolve(),
+                "state_schema": json.loads(self._state_schema.json()),
+                "edges_schema": json.loads(self._edges_schema.json()),
+            }
+        )
+        started = time.perf_counter()
+        with_old = state0.withColumn("__old", F.col(VALUE)).withColumn("__active", F.lit(True))
+        stats = self._write(0, with_old, with_old.withColumn("__changed", F.lit(True)), started)
+        return self._loop(stats, stop_after)
+
+    def resume(self, *, stop_after: int | None = None) -> GraphResult:
+        """Continue the computation in ``folder`` from its last complete superstep.
+
+        The edges and the vertex state are read from the folder (nothing else is needed); the result
+        is the one an uninterrupted run gives. A computation that had halted is returned as it is.
+        """
+        manifest = self.folder.read_manifest()
+        if manifest is None:
+            raise GraphStateError(
+                f"state folder {self.folder.uri} holds no graph computation to resume: start one with run()"
+            )
+        described = self.program.describe()
+        if (manifest.get("program"), manifest.get("params")) != (described["program"], described["params"]):
+            raise GraphStateError(
+                f"state folder {self.folder.uri} holds a run of {manifest.get('program')} "
+                f"{manifest.get('params')}, not of {described['program']} {described['params']}: resume it "
+                "with the same program and parameters, or run this one in another folder"
+            )
+        last = self.folder.last_completed()
+        if last is None:
+            raise GraphStateError(
+                f"state folder {self.folder.uri} has no complete superstep (the run stopped during "
+                "superstep 0): empty the folder and start again with run()"
+            )
+        self._num_vertices = manifest["num_vertices"]
+        self._dynamic = manifest["dynamic"]
+        self._state_schema = StructType.fromJson(manifest["state_schema"])
+        self._edges_schema = StructType.fromJson(manifest["edges_schema"])
+        record = self.folder.read_record(last)
+        assert record is not None
+        stats = SuperstepStats.from_json(record)
+        if stats.halted_by is not None:
+            return self._result(stats, [])
+        return self._loop(stats, stop_after, resumed=True)
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def _loop(self, stats: SuperstepStats, stop_after: int | None, resumed: bool = False) -> GraphResult:
+        done: list[SuperstepStats] = []
+        if not resumed:
+            done.append(stats)
+            self._after(stats)
+        while stats.halted_by is None and (stop_after is None or stats.superstep < stop_after):
+            stats = self._superstep(stats.superstep + 1, stats.aggregates)
+            done.append(stats)
+            self._after(stats)
+        return self._result(stats, done)
+
+    def _after(self, stats: SuperstepStats) -> None:
+        if self.on_superstep is not None:
+            self.on_superstep(stats)
+        if self.keep_last is not None:
+            for s in self.folder.completed():
+                if s <= stats.superstep - self.keep_last:
+                    self.folder.delete_superstep(s)
+
+    def _result(self, stats: SuperstepStats, done: list[SuperstepStats]) -> GraphResult:
+        assert self._state_schema is not None and self._edges_schema is not None
+        return GraphResult(
+            self.program, self.folder, stats.superstep, stats.halted_by, done, self.spark,
+            self._state_schema, self._edges_schema,
+        )
+
+    # -- one superstep -------------------------------------------------------------------------
+
+    def _edges(self) -> DataFrame:
+        assert self._edges_schema is not None
+        return self.spark.read.schema(self._edges_schema).parquet(self.folder.edges_uri)
+
+    def _state(self, superstep: int) -> DataFrame:
+        assert self._state_schema is not None
+        return self.spark.read.schema(self._state_schema).parquet(self.folder.superstep_uri(superstep))
+
+    def _call(self, fn: str, ctx: Any, kind: type) -> Any:
+        out = getattr(self.program, fn)(ctx)
+        if not isinstance(out, kind):
+            what = "a Column (the vertex value)" if kind is Column else "a Step(value, send_out=, send_in=)"
+            raise ProgramReturnError(
+                f"{self.program.name}.{fn} returned {type(out).__name__} {out!r:.80}, not {what}. Fix: return "
+                f"{what}; build it from the ctx columns and pyspark.sql.functions (F.lit(x) for a constant)"
+            )
+        return out
+
+    def _superstep(self, s: int, aggregates: dict[str, Any]) -> SuperstepStats:
+        started = time.perf_counter()
+        program = self.program
+        assert self._state_schema is not None
+        value_type = self._state_schema[VALUE].dataType
+        message_type = self._state_schema[INBOX].dataType
+        prev = self._state(s - 1)
+        attrs = [c for c in prev.columns if c != "id" and not c.startswith("__")]
+        evolving = self._dynamic and s == 1 and program.has_evolve()
+        fn = "evolve" if evolving else "compute"
+        touched = None
+        if evolving:
+            new_edges = self.spark.read.schema(self._edges_schema).parquet(self.folder.new_edges_uri)
+            ends = new_edges.select(F.col("src").alias("id")).union(new_edges.select(F.col("dst").alias("id")))
+            prev = prev.join(ends.distinct().withColumn("__touched", F.lit(True)), "id", "left")
+            touched = F.coalesce(F.col("__touched"), F.lit(False))
+        ctx = VertexContext(
+            id=F.col("id"),
+            value=F.col(VALUE),
+            messages=F.col(INBOX),
+            message_count=F.col(COUNT),
+            out_degree=F.col(OUT_DEGREE),
+            in_degree=F.col(IN_DEGREE),
+            superstep=s,
+            num_vertices=self._num_vertices,
+            aggregates=aggregates,
+            touched=touched,
+        )
+        step = self._call(fn, ctx, Step)
+        where = f"{program.name}.{fn}"
+
+        everyone = s == 1 or program.compute_all
+        active = F.lit(True) if everyone else F.col(COUNT) > 0
+        columns = {"value": step.value, "send_out": step.send_out, "send_in": step.send_in}
+        probe = prev.select(*[c.alias(k) for k, c in columns.items() if c is not None])
+        found = {f.name: f.dataType for f in probe.schema.fields}
+        casts: dict[str, DataType] = {}
+        for k, t in found.items():
+            want = value_type if k == "value" else message_type
+            if isinstance(t, NullType):
+                casts[k] = want
+            elif not _same_type(t, want):
+                if k == "value":
+                    raise VertexValueTypeError(
+                        f"{where} changed the vertex value's type at superstep {s}: it returned "
+                        f"{_type_name(t)}, but the vertex values are {_type_name(want)} (the type "
+                        f"{program.name}.init gave). Fix: keep the value's type in {where}, e.g. "
+                        f".cast('{_type_name(want)}'), or change what init returns"
+                    )
+                raise MessageTypeError(
+                    f"{where} returned a {k} message of type {_type_name(t)} at superstep {s}, but "
+                    f"{program.name}'s messages are {_type_name(want)} ({program.name}.message_type, or "
+                    f"the vertex value's type when it is None). Fix: cast the message in {where}, e.g. "
+                    f".cast('{_type_name(want)}'), or set {program.name}.message_type"
+                )
+
+        def shaped(k: str) -> Column | None:
+            c = columns[k]
+            if c is None:
+                return None
+            return c.cast(casts[k]) if k in casts else c
+
+        value = shaped("value")
+        assert value is not None
+        if not everyone:
+            value = F.when(active, value).otherwise(F.col(VALUE))
+        sends = {k: shaped(k) for k in ("send_out", "send_in")}
+        sends = {k: (c if everyone else F.when(active, c)) for k, c in sends.items() if c is not None}
+        computed = prev.select(
+            "id",
+            *attrs,
+            value.alias(VALUE),
+            F.col(VALUE).alias("__old"),
+            active.alias("__active"),
+            *[c.alias(f"__{k}") for k, c in sends.items()],
+            F.col(OUT_DEGREE),
+            F.col(IN_DEGREE),
+        )
+
+        routes = (
+            self.spark.read.schema(self._edges_schema).parquet(self.folder.new_edges_uri)
+            if evolving
+            else self._edges()
+        )
+        parts = []
+        for k, (key, to) in {"send_out": ("src", "dst"), "send_in": ("dst", "src")}.items():
+            if k not in sends:
+                continue
+            sender = computed.where(F.col(f"__{k}").isNotNull()).select(
+                F.col("id").alias("__sender"), F.col(f"__{k}").alias("__message")
+            )
+            joined = sender.join(routes, F.col("__sender") == routes[key])
+            edge = EdgeContext(src=F.col("src"), dst=F.col("dst"), direction="out" if k == "send_out" else "in")
+            message = program.along_edge(F.col("__message"), edge)
+            part = joined.select(F.col(to).alias("id"), message.alias("__m"))
+            t = part.schema["__m"].dataType
+            if not _same_type(t, message_type):
+                raise MessageTypeError(
+                    f"{program.name}.along_edge turned a {k} message of type {_type_name(message_type)} into "
+                    f"{_type_name(t)}, but {program.name}'s messages are {_type_name(message_type)}. Fix: "
+                    f"cast it in {program.name}.along_edge, e.g. .cast('{_type_name(message_type)}'), or set "
+                    f"{program.name}.message_type"
+                )
+            parts.append(part)
+
+        if parts:
+            messages = parts[0]
+            for p in parts[1:]:
+                messages = messages.unionByName(p)
+            combined = program.combiner.aggregate(F.col("__m"))
+            inbox = messages.groupBy("id").agg(combined.alias(INBOX), F.count(F.lit(1)).alias(COUNT))
+            t = inbox.schema[INBOX].dataType
+            if not _same_type(t, message_type):
+                if not program.combiner.cast:
+                    raise MessageTypeError(
+                        f"{program.name}.combiner ({program.combiner.name}) combines messages of type "
+                        f"{_type_name(message_type)} into {_type_name(t)}. Fix: make the combiner's aggregate "
+                        f"keep the type, e.g. .cast('{_type_name(message_type)}')"
+                    )
+                inbox = inbox.withColumn(INBOX, F.col(INBOX).cast(message_type))
+            new = computed.join(inbox, "id", "left").withColumn(COUNT, F.coalesce(F.col(COUNT), F.lit(0)))
+        else:
+            new = computed.withColumn(INBOX, F.lit(None).cast(message_type)).withColumn(
+                COUNT, F.lit(0).cast(LongType())
+            )
+        changed = new.withColumn("__changed", ~F.col(VALUE).eqNullSafe(F.col("__old")))
+        return self._write(s, new, changed, started)
+
+    def _write(self, s: int, new: DataFrame, changed: DataFrame, started: float) -> SuperstepStats:
+        """Write superstep ``s``'s state (``new`` has ``__old`` and ``__active``; ``changed``
+        adds ``__changed``), with its stats observed in the same job, then decide whether to halt."""
+        program = self.program
+        assert self._state_schema is not None
+        actx = AggregateContext(
+            id=F.col("id"),
+            value=F.col(VALUE),
+            previous=F.col("__old"),
+            out_degree=F.col(OUT_DEGREE),
+            in_degree=F.col(IN_DEGREE),
+            superstep=s,
+            num_vertices=self._num_vertices,
+        )
+        user = program.aggregates(actx)
+        for name in user:
+            if name.startswith("__"):
+                raise GraphInputError(f"{program.name}.aggregates: the name {name!r} is reserved (starts with __)")
+        observation = Observation(f"lockgate_graph_{id(self)}_{s}_{time.monotonic_ns()}")
+        observed = changed.observe(
+            observation,
+            F.coalesce(F.sum(COUNT), F.lit(0)).alias("__messages"),
+            F.coalesce(F.sum(F.col("__changed").cast("long")), F.lit(0)).alias("__changed"),
+            F.coalesce(F.sum(F.col("__active").cast("long")), F.lit(0)).alias("__active"),
+            *[c.alias(name) for name, c in user.items()],
+        )
+        frame = observed.select(*self._state_schema.fieldNames())
+        self.last_superstep_frame = frame
+        frame.write.mode("overwrite").parquet(self.folder.superstep_uri(s))
+        metrics = observation.get
+        aggregates = {name: _jsonable(metrics.get(name)) for name in user}
+        stats = SuperstepStats(
+            superstep=s,
+            messages_sent=int(metrics["__messages"]),
+            vertices_changed=int(metrics["__changed"]),
+            active_vertices=int(metrics["__active"]),
+            elapsed_ms=0.0,
+            num_vertices=self._num_vertices,
+            aggregates=aggregates,
+            state_uri=self.folder.superstep_uri(s),
+        )
+        halted_by = None
+        if s > 0:
+            if program.halt_when is Halt.NO_MESSAGES and stats.messages_sent == 0:
+                halted_by = "no_messages"
+            elif program.halt_when is Halt.NO_CHANGE and s >= 2 and stats.vertices_changed == 0:
+                halted_by = "no_change"
+            elif program.converged(stats):
+                halted_by = "converged"
+            elif self.max_supersteps is not None and s >= self.max_supersteps:
+                halted_by = "max_supersteps"
+        elapsed = round((time.perf_counter() - started) * 1000, 1)
+        stats = SuperstepStats(**{**stats.__dict__, "elapsed_ms": elapsed, "halted_by": halted_by})
+        self.folder.write_record(s, stats.to_json())
+        return stats
+
+    def _check_inputs(
+        self,
+        edges: DataFrame,
+        vertices: DataFrame | None,
+        previous: DataFrame | None,
+        new_edges: DataFrame | None,
+    ) -> None:
+        for name, df, need in (
+            ("edges", edges, ("src", "dst")),
+            ("vertices", vertices, ("id",)),
+            ("previous", previous, ("id", "value")),
+            ("new_edges", new_edges, ("src", "dst")),
+        ):
+            if df is None:
+                continue
+            missing = [c for c in need if c not in df.columns]
+            if missing:
+                raise GraphInputError(
+                    f"{name} has no column {missing[0]!r} (it has {df.columns}): rename its columns to "
+                    f"{', '.join(need)}"
+                )
+            reserved = [c for c in df.columns if c.startswith("__")]
+            if reserved:
+                raise GraphInputError(f"{name} has column {reserved[0]!r}: names starting with __ are reserved")
+        if vertices is not None and "value" in vertices.columns:
+            raise GraphInputError("vertices has a column 'value', the name of the vertex value: rename it")
+        if new_edges is not None and sorted(new_edges.columns) != sorted(edges.columns):
+            raise GraphInputError(
+                f"new_edges has columns {new_edges.columns} but edges has {edges.columns}: give them the same"
+            )
+
+
+__all__ = ["GraphResult", "SuperstepDriver", "SuperstepStats"]
