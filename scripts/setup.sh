@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent set-up of a Lockgate checkout: $REPO/.venv with lockgate[airflow,dev] installed
-# editable. Needs Python 3.11 (python3, or $PYTHON) and Java 17+. Re-running is fast: pip runs
+# editable, and Debian's chromium for the browser tests. Needs Python 3.11 (python3, or $PYTHON) and Java 17+. Re-running is fast: pip runs
 # only when pyproject.toml changed (stamp file), the pyspark check below always runs (<1 s).
 #
 # The pyspark-client trap: apache-airflow-providers-apache-spark requires pyspark-client,
@@ -97,6 +97,21 @@ if ! problem="$(check_pyspark 2>&1)"; then
     say "repairing pyspark==$PYSPARK_VERSION: $problem"
     pip_q install --no-deps --force-reinstall "pyspark==$PYSPARK_VERSION"
     problem="$(check_pyspark 2>&1)" || die "pyspark is still damaged after reinstalling: $problem"
+fi
+
+# 5. Chromium for the UI plugin's browser tests: Debian's package (nothing downloads a browser at
+#    run time). Installed here when missing and this runs as root; otherwise say what to do.
+if [ -n "${LOCKGATE_CHROMIUM:-}" ]; then
+    [ -x "$LOCKGATE_CHROMIUM" ] || die "LOCKGATE_CHROMIUM=$LOCKGATE_CHROMIUM is not an executable"
+elif ! command -v chromium >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        say "installing Debian's chromium (the UI plugin's browser tests drive it)"
+        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >>"$LOG" 2>&1 \
+            || { tail -n 20 "$LOG" >&2; die "apt-get install chromium failed (log: $LOG)"; }
+    else
+        say "WARNING: chromium is not installed and this is not root: the browser tests will fail." \
+            "Fix: sudo apt-get install chromium (Debian/Ubuntu), or set LOCKGATE_CHROMIUM to a Chromium binary"
+    fi
 fi
 
 echo "$want" >"$STAMP"

@@ -286,6 +286,11 @@ def test_fuzz_every_client_rpc_keeps_the_controller_up_and_the_catalog_sound(env
                              st.booleans()),
         "GetJob": job_requests,
         "ListCheckpoints": job_requests,
+        "ListCycles": st.builds(lambda j, n, b: pb.ListCyclesRequest(job=j, limit=n, before=b) if b is not None
+                                else pb.ListCyclesRequest(job=j, limit=n), names | st.just("fz"),
+                                st.integers(-(2**31), 2**31 - 1), opt(ints)),
+        "ListTransitions": job_requests,
+        "GetPlan": st.builds(lambda j, v: pb.GetPlanRequest(job=j, plan_version=v), names | st.just("fz"), text),
         "ListJobs": st.just(pb.ListJobsRequest()),
         "ListWorkers": st.just(pb.ListWorkersRequest()),
         "Watch": st.builds(lambda j, t: with_timeout(pb.WatchRequest(job=j), t), names | st.just("fz"),

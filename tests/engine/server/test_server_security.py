@@ -34,6 +34,9 @@ CONTROLLER_CALLS = [
     ("GetJob", pb.JobRequest(job="existing")),
     ("ListJobs", pb.ListJobsRequest()),
     ("ListCheckpoints", pb.JobRequest(job="existing")),
+    ("ListCycles", pb.ListCyclesRequest(job="existing")),
+    ("ListTransitions", pb.JobRequest(job="existing")),
+    ("GetPlan", pb.GetPlanRequest(job="existing")),
     ("ListWorkers", pb.ListWorkersRequest()),
 ]
 STREAM_CALLS = [
