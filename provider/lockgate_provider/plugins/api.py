@@ -7,7 +7,7 @@ Airflow's auth manager (:mod:`.access`)::
     GET  /api/jobs/{job}                            one job
     GET  /api/jobs/{job}/plan[?version=]            its logical and physical plans
     GET  /api/jobs/{job}/cycles?limit=&before=      a page of its window timeline, newest first
-    GET  /api/jobs/{job}/checkpoints                its checkpoints (window, size, plan version)
+    GET  /api/jobs/{job}/checkpoints?limit=         its checkpoints (window, size, plan version), newest first
     GET  /api/jobs/{job}/transitions                its state transitions with reasons
     GET  /api/task-instances/{dag_id}/{run_id}/{task_id}?map_index=   the windows each try ran
     POST /api/jobs/{job}/stop      {"confirm": job, "drain": true}
@@ -172,8 +172,10 @@ def create_app() -> FastAPI:
         return {"cycles": [cycle_row(c) for c in page.cycles], "total": page.total, "next_before": page.next_before}
 
     @app.get("/api/jobs/{job}/checkpoints", dependencies=read)
-    def checkpoints(job: str, lg: LgClient) -> dict[str, Any]:
-        return {"checkpoints": [c.to_dict() for c in reversed(lg.list_checkpoints(job))]}
+    def checkpoints(job: str, lg: LgClient, limit: Annotated[int, Query(ge=1, le=10_000)] = 500) -> dict[str, Any]:
+        """The job's complete checkpoints, newest first (the newest ``limit``; ``total`` counts all)."""
+        cps = lg.list_checkpoints(job)
+        return {"checkpoints": [c.to_dict() for c in reversed(cps[-limit:])], "total": len(cps)}
 
     @app.get("/api/jobs/{job}/transitions", dependencies=read)
     def transitions(job: str, lg: LgClient) -> dict[str, Any]:

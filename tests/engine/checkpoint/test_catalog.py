@@ -463,3 +463,47 @@ def test_two_catalogs_share_one_sqlite_file(tmp_path):
         assert first.last_checkpoint(f"job{i}").window == 24
     first.close()
     second.close()
+
+
+def test_the_timeline_pages_through_ten_thousand_rounds_with_their_checkpoints(catalog):
+    """A job of 10,000 windows (one failed first try, a rolled-back tail), paged 1,000 at a time:
+    every round once, newest first, each with the status of the checkpoint it wrote."""
+    from datetime import datetime
+
+    from lockgate.checkpoint.catalog.schema import checkpoints_table, cycles_table
+
+    running_job(catalog)
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    cycles, checkpoints = [], []
+    for i in range(10_000):
+        window = 1000 + i
+        if i == 5000:  # a failed first try of this window, then its retry
+            cycles.append(dict(id=len(cycles) + 1, job="orders", window=window, attempt=1, generation=1,
+                               state="FAILED", rows_in=0, rows_out=0, late_rows=0, error="boom", started=now,
+                               finished=now))
+        cycles.append(dict(id=len(cycles) + 1, job="orders", window=window, attempt=2 if i == 5000 else 1,
+                           generation=1, state="COMMITTED", rows_in=i, rows_out=0, late_rows=0, error=None,
+                           started=now, finished=now))
+        status = "ROLLED_BACK" if i >= 9990 else "COMPLETE"
+        checkpoints.append(dict(job="orders", window=window, cycle_id=len(cycles), status=status, rows_in=i,
+                                rows_out=0, created=now))
+    with catalog.engine.begin() as conn:
+        conn.execute(sa.insert(cycles_table), cycles)
+        conn.execute(sa.insert(checkpoints_table), checkpoints)
+
+    seen, before, pages = [], None, 0
+    while True:
+        page, total = catalog.cycle_page("orders", 1000, before)
+        pages += 1
+        seen += page
+        if len(page) < 1000:
+            break
+        before = page[-1][0].id
+    assert total == 10_001 and len(seen) == 10_001 and pages == 11
+    ids = [c.id for c, _ in seen]
+    assert ids == sorted(ids, reverse=True) and len(set(ids)) == len(ids)
+    status = {(c.window, c.attempt): s for c, s in seen}
+    assert status[(10_999, 1)] == "ROLLED_BACK" and status[(10_989, 1)] == "COMPLETE"
+    assert status[(6000, 1)] is None and status[(6000, 2)] == "COMPLETE"  # the failed try wrote no checkpoint
+    with pytest.raises(JobNotFoundError):
+        catalog.cycle_page("nope", 10)

@@ -235,7 +235,9 @@ function actionsBar(job, checkpoints, done) {
 async function jobPage() {
   const name = D.job;
   const enc = encodeURIComponent(name);
-  const [job, plan, { checkpoints }, { transitions }] = await Promise.all([
+  const timelinePane = el("div", { id: "pane-timeline" });
+  const firstPage = timeline(timelinePane, name).catch((e) => fail(timelinePane, e));  // loads beside the rest
+  const [job, plan, { checkpoints, total: checkpointCount }, { transitions }] = await Promise.all([
     api(`/jobs/${enc}`), api(`/jobs/${enc}/plan`).catch((e) => ({ error: e })),
     api(`/jobs/${enc}/checkpoints`), api(`/jobs/${enc}/transitions`)]);
   const notice = el("div", { id: "notice" });
@@ -243,7 +245,7 @@ async function jobPage() {
   const saved = sessionStorage.getItem("lockgate-notice");
   if (saved) { sessionStorage.removeItem("lockgate-notice"); notice.append(el("div", { class: "banner ok" }, saved)); }
   const panes = {
-    Timeline: el("div", { id: "pane-timeline" }),
+    Timeline: timelinePane,
     Plan: el("div", { id: "pane-plan" }),
     Checkpoints: el("div", { id: "pane-checkpoints" }),
     Transitions: el("div", { id: "pane-transitions" }),
@@ -277,12 +279,12 @@ async function jobPage() {
     job.last_error ? el("div", { class: "banner" }, job.last_error) : null,
     el("div", { class: "stats" },
       [["last committed window", job.last_window ?? "—"], ["its end", time(job.last_window_end)], ["lag", dur(job.lag_s)],
-        ["rows/s (recent rounds)", num(job.rows_per_s)], ["rounds", num(job.cycles)], ["checkpoints", checkpoints.length]]
+        ["rows/s (recent rounds)", num(job.rows_per_s)], ["rounds", num(job.cycles)], ["checkpoints", num(checkpointCount)]]
         .map(([k, v]) => el("div", { class: "stat" }, el("b", {}, v), el("span", {}, k)))),
     job.can_edit ? actionsBar(job, checkpoints.filter((c) => c.status === "COMPLETE"), reload)
       : el("p", { class: "muted small" }, "Actions need edit permission on DAGs."),
     tabs, ...Object.values(panes));
-  await timeline(panes.Timeline, name);
+  await firstPage;
 }
 
 // -- one task instance --------------------------------------------------------------------
