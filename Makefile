@@ -1,11 +1,16 @@
 # Lockgate. `make test` is the test command (.ci/run runs it).
-.PHONY: setup demo demo-cli test test-long lint
+.PHONY: setup demo demo-ui demo-cli test test-long lint
 
 setup:
 	@scripts/setup.sh
 
 demo: setup
 	@scripts/demo_airflow.sh
+
+# the demo in Airflow's UI (the Lockgate plugin), after `make demo`
+demo-ui: setup
+	@[ -f "$${LOCKGATE_AIRFLOW_DEMO_DIR:-.lockgate/airflow-demo}/airflow/airflow.db" ] || scripts/demo_airflow.sh
+	@scripts/demo_ui.sh
 
 demo-cli: setup
 	@scripts/demo.sh

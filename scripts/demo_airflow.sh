@@ -81,3 +81,4 @@ if [ "$rc" -ne 0 ] || [ "$status" -ne 0 ]; then
     exit 1
 fi
 echo "demo: done. Output: $LOCKGATE_EXAMPLES_OUT; the Lockgate catalog: $LOCKGATE_HOME/catalog.db"
+echo "demo: see the job, its failed try and its resumed retry in Airflow's UI: make demo-ui"

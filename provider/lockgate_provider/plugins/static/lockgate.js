@@ -155,7 +155,7 @@ const errorCell = (r) => el("details", {}, el("summary", {}, r.error_summary || 
 
 function roundsTable(rows, id) {
   const scale = Math.max(1, ...rows.map((r) => r.phases.reduce((s, [, ms]) => s + ms, 0)));
-  return el("table", { id },
+  return el("div", { class: "scroll" }, el("table", { id },
     el("thead", {}, el("tr", {}, ["Window", "Window start", "Try", "Status", "Phases (ms)", "Rows in", "Rows out", "Late",
       "Started", "Duration", "Error"].map((h, i) => el("th", { class: i >= 5 && i <= 7 || i === 9 ? "num" : null }, h)))),
     el("tbody", {}, rows.map((r) => el("tr", { "data-window": r.window, "data-status": r.status },
@@ -164,7 +164,7 @@ function roundsTable(rows, id) {
       el("td", { class: "num" }, num(r.rows_in)), el("td", { class: "num" }, num(r.rows_out)),
       el("td", { class: "num" }, num(r.late_rows)), el("td", { class: "when" }, time(r.started)),
       el("td", { class: "num" }, r.finished ? dur(r.duration_ms / 1000) : "—"),
-      el("td", { class: "error small" }, r.error ? errorCell(r) : "")))));
+      el("td", { class: "error small" }, r.error ? errorCell(r) : ""))))));
 }
 
 async function timeline(where, job) {
@@ -274,7 +274,8 @@ async function jobPage() {
   put(app, 
     el("div", { class: "crumbs" }, el("a", { href: `${D.base}/ui/` }, "Lockgate jobs"), " / ", name),
     el("h1", {}, name, badge(job.state)),
-    el("div", { class: "muted small" }, `pipeline ${job.pipeline_ref} · plan ${job.plan_version || "—"} · generation ${job.generation}`),
+    el("div", { class: "muted small" }, "pipeline ", el("span", { title: job.pipeline_ref }, job.pipeline_ref.split("/").pop()),
+      ` · plan ${job.plan_version || "—"} · generation ${job.generation}`),
     notice,
     job.last_error ? el("div", { class: "banner" }, job.last_error) : null,
     el("div", { class: "stats" },
