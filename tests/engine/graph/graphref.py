@@ -1,0 +1,61 @@
+"""Random graphs and their references computed by networkx, for the graph tests."""
+
+from __future__ import annotations
+
+import random
+
+import networkx as nx
+import numpy as np
+from pyspark.sql import DataFrame, SparkSession
+
+Edge = tuple[int, int, float]
+
+
+def random_edges(n: int, m: int, seed: int, first_vertex: int = 0) -> list[Edge]:
+    """``m`` distinct directed edges (no self-loops) over vertices ``first_vertex .. first_vertex+n-1``,
+    weights in [0, 10) with 3 decimals (some 0)."""
+    rng = random.Random(seed)
+    seen: set[tuple[int, int]] = set()
+    out: list[Edge] = []
+    while len(out) < m:
+        a, b = rng.randrange(n) + first_vertex, rng.randrange(n) + first_vertex
+        if a == b or (a, b) in seen:
+            continue
+        seen.add((a, b))
+        out.append((a, b, 0.0 if rng.random() < 0.02 else round(rng.uniform(0, 10), 3)))
+    return out
+
+
+def edges_df(spark: SparkSession, edges: list[Edge]) -> DataFrame:
+    """The edges as a DataFrame ``src long, dst long, weight double``."""
+    return spark.createDataFrame(edges, "src long, dst long, weight double")
+
+
+def digraph(edges: list[Edge]) -> nx.DiGraph:
+    g = nx.DiGraph()
+    g.add_weighted_edges_from(edges)
+    return g
+
+
+def nx_pagerank(g: nx.DiGraph, alpha: float = 0.85) -> dict[int, float]:
+    """PageRank from networkx's Google matrix (its dangling-node handling is pagerank's), by power
+    iteration to machine precision (networkx.pagerank itself needs scipy)."""
+    nodes = list(g.nodes)
+    m = nx.google_matrix(g, alpha=alpha, nodelist=nodes, weight=None)
+    x = np.full(len(nodes), 1.0 / len(nodes))
+    for _ in range(1000):
+        nxt = x @ m
+        if np.abs(nxt - x).sum() < 1e-15:
+            x = nxt
+            break
+        x = nxt
+    return dict(zip(nodes, x.tolist(), strict=True))
+
+
+def nx_components(g: nx.DiGraph) -> dict[int, int]:
+    """Each vertex's weakly connected component, named by its smallest vertex."""
+    return {v: min(c) for c in nx.weakly_connected_components(g) for v in c}
+
+
+def nx_distances(g: nx.DiGraph, source: int) -> dict[int, float]:
+    return dict(nx.single_source_dijkstra_path_length(g, source, weight="weight"))
