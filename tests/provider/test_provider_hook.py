@@ -12,14 +12,17 @@ def _conn(monkeypatch: pytest.MonkeyPatch, conn_id: str, **fields: object) -> No
     monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(fields))
 
 
-def test_missing_default_connection_means_the_embedded_engine(lg_env):
+def test_missing_default_connection_means_the_embedded_engine(lg_env, monkeypatch):
     from lockgate_provider.hooks.lockgate import LockgateHook
 
     hook = LockgateHook()
     assert hook.embedded and hook.url == "embedded"
     assert hook.address == f"embedded:{lg_env.home}"
     assert hook.client_options(spark=False) == {"home": str(lg_env.home)}
-    assert hook.job_url("bids") == f"embedded:{lg_env.home}/jobs/bids"
+    # the job's page in the Lockgate plugin, inside Airflow ([api] base_url unset: a path on the same site)
+    assert hook.job_url("bids") == "/plugin/lockgate/lockgate/ui/jobs/bids"
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", "http://airflow.example:8080/")
+    assert hook.job_url("a b") == "http://airflow.example:8080/plugin/lockgate/lockgate/ui/jobs/a%20b"
 
 
 def test_a_missing_named_connection_is_an_error(lg_env):
@@ -45,7 +48,7 @@ def test_controller_connection_host_port_token_tls(lg_env, monkeypatch):
     _conn(monkeypatch, "lg_plain", conn_type="lockgate", host="grpc://10.0.0.5")
     plain = LockgateHook("lg_plain")
     assert plain.url == "grpc://10.0.0.5:50051"  # the controller's default port
-    assert plain.job_url("bids") == "grpc://10.0.0.5:50051/jobs/bids"
+    assert plain.job_url("bids") == "/plugin/lockgate/lockgate/ui/jobs/bids"
     _conn(monkeypatch, "lg_emb", conn_type="lockgate", host="embedded", extra={"lockgate_home": str(lg_env.tmp / "h2")})
     emb = LockgateHook("lg_emb")
     assert emb.embedded and emb.client_options(spark=False)["home"] == str(lg_env.tmp / "h2")

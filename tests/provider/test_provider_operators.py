@@ -46,7 +46,8 @@ with DAG("op_compile", schedule=CronDataIntervalTimetable("0 * * * *", timezone=
     assert summary["operators"] == ["bids", "totals", "files"] and summary["stateful_operators"] == ["totals"]
     assert summary["windows"]["count"] == 60 and summary["windows"]["first"] == W0
     assert "totals" in summary["explain"] and summary["cycle_window_s"] == 60.0
-    assert res.xcom("compile", "_link_LockgateJobLink") == f"embedded:{lg_env.home}/jobs/op_compile_job"
+    assert res.xcom("compile", "_link_LockgateJobLink") == "/plugin/lockgate/lockgate/ui/jobs/op_compile_job"
+    assert res.xcom("compile", "lockgate_job") == "op_compile_job"  # how the plugin finds a task's job
 
 
 def test_compile_error_fails_the_task_with_the_compile_errors_message(lg_env, run_dag, test_dag, tiny_pipeline, capfd):
@@ -311,7 +312,7 @@ with DAG("op_grpc", schedule=None, start_date=datetime(2026, 1, 1), catchup=Fals
     assert [c["window"] for c in res.xcom("deferred")["checkpoints"]] == [W0, W0 + 1]
     assert [c["window"] for c in res.xcom("followed")["checkpoints"]] == [W0 + 2, W0 + 3]
     assert res.xcom("followed")["rows_in"] == _bids(240, 480)
-    assert res.xcom("deferred", "_link_LockgateJobLink") == f"grpc://127.0.0.1:{grpc_env.port}/jobs/op_grpc"
+    assert res.xcom("deferred", "_link_LockgateJobLink") == "/plugin/lockgate/lockgate/ui/jobs/op_grpc"
 
     # the next range, as a try that starts the run and defers, then "crashes"
     class Store(dict):
