@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 import pytest
 from fastapi.routing import APIRoute
+from loopback import wait_for
 
 import lockgate
 from lockgate_provider.plugins.lockgate import LockgatePlugin
@@ -185,6 +186,19 @@ def test_the_plugin_reads_a_controller_through_the_connection(api_server, job, c
         assert client.get_job("ui_served").last_window == W0
         page = api_server.request("GET", f"/lockgate/api/jobs/{quote('ui_served')}/checkpoints", "viewer").json()
         assert [c["window"] for c in page["checkpoints"]] == [W0]
+        # a continuous job: a restore is refused while it runs (409), a stop (cancel) through the page's API works
+        live = client.start(write_pipeline(tmp_path, "ui_live"), job="ui_live")
+        assert live.state in ("SCHEDULING", "RUNNING")
+        wait_for(lambda: client.get_job("ui_live").last_window is not None, 180, "a window of the live job")
+        r = api_server.request("POST", "/lockgate/api/jobs/ui_live/restore", "editor",
+                               json={"confirm": "ui_live", "window": W0})
+        assert r.status_code == 409 and "running" in r.json()["detail"], r.text
+        r = api_server.request("POST", "/lockgate/api/jobs/ui_live/stop", "editor",
+                               json={"confirm": "ui_live", "drain": False})
+        assert r.status_code == 200, r.text
+        assert r.json()["job"]["state"] == "STOPPED" and client.get_job("ui_live").state == "STOPPED"
+        logs = api_server.request("GET", "/api/v2/eventLogs?event=lockgate.stop", "admin").json()["event_logs"]
+        assert logs[-1]["owner"] == "editor" and '"drain": false' in logs[-1]["extra"]
     finally:
         api_server.connect(host=None, port=None, extra={"lockgate_home": str(job.home)})
         client.close()
