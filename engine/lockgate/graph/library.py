@@ -48,7 +48,9 @@ class PageRank(VertexProgram):
     out-edge) spread over all vertices, stop when the ranks moved less than
     ``num_vertices * tolerance`` in total (L1) or after ``max_iterations`` iterations.
 
-    Superstep 1 sends the initial ranks; superstep ``k + 1`` is networkx's iteration ``k``.
+    Superstep 1 sends the initial ranks (scaled to sum 1: with ``previous``, the previous ranks
+    and ``1/N`` for new vertices, networkx's ``nstart``); superstep ``k + 1`` is networkx's
+    iteration ``k``.
 
     >>> PageRank(damping=0.85, tolerance=1e-8).max_supersteps
     101
@@ -70,8 +72,12 @@ class PageRank(VertexProgram):
         return F.lit(1.0 / ctx.num_vertices)
 
     def compute(self, ctx: VertexContext) -> Step:
-        rank = ctx.value
-        if ctx.superstep > 1:
+        # superstep 1 scales the starting ranks to sum 1 as networkx does with nstart: a warm start
+        # (previous ranks, 1/N for new vertices) sums to more, and that excess decays only by
+        # damping**k, slower than the rest of the error
+        if ctx.superstep == 1:
+            rank = ctx.value / F.lit(ctx.aggregate("total"))
+        else:
             d, n = self.damping, ctx.num_vertices
             teleport = (1 - d) / n + d * (ctx.aggregate("dangling") or 0.0) / n
             rank = F.lit(teleport) + d * F.coalesce(ctx.messages, F.lit(0.0))
@@ -79,6 +85,7 @@ class PageRank(VertexProgram):
 
     def aggregates(self, ctx: AggregateContext) -> dict[str, Column]:
         return {
+            "total": F.sum(ctx.value),
             "dangling": F.sum(F.when(ctx.out_degree == 0, ctx.value).otherwise(F.lit(0.0))),
             "delta": F.sum(F.abs(ctx.value - ctx.previous)),
         }

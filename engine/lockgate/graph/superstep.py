@@ -537,12 +537,22 @@ class SuperstepDriver:
             parts.append(part)
 
         if parts:
-            messages = parts[0]
-            for p in parts[1:]:
-                messages = messages.unionByName(p)
-            combined = program.combiner.aggregate(F.col("__m"))
-            inbox = messages.groupBy("id").agg(combined.alias(INBOX), F.count(F.lit(1)).alias(COUNT))
-            t = inbox.schema[INBOX].dataType
+            # one shuffle: the vertices and their messages grouped by vertex together (no join)
+            keep = [*attrs, VALUE, "__old", "__active", OUT_DEGREE, IN_DEGREE, "__vertex"]
+            rows = computed.select("id", *keep[:-1], F.lit(True).alias("__vertex"))
+            for part in parts:
+                rows = rows.unionByName(part, allowMissingColumns=True)
+
+            def grouped(cast: bool) -> DataFrame:
+                combined = program.combiner.aggregate(F.col("__m"))
+                return rows.groupBy("id").agg(
+                    *[F.first(c, ignorenulls=True).alias(c) for c in keep],
+                    (combined.cast(message_type) if cast else combined).alias(INBOX),
+                    F.count("__m").alias(COUNT),
+                )
+
+            new = grouped(cast=False)
+            t = new.schema[INBOX].dataType
             if not _same_type(t, message_type):
                 if not program.combiner.cast:
                     raise MessageTypeError(
@@ -550,8 +560,8 @@ class SuperstepDriver:
                         f"{_type_name(message_type)} into {_type_name(t)}. Fix: make the combiner's aggregate "
                         f"keep the type, e.g. .cast('{_type_name(message_type)}')"
                     )
-                inbox = inbox.withColumn(INBOX, F.col(INBOX).cast(message_type))
-            new = computed.join(inbox, "id", "left").withColumn(COUNT, F.coalesce(F.col(COUNT), F.lit(0)))
+                new = grouped(cast=True)
+            new = new.where(F.col("__vertex"))
         else:
             new = computed.withColumn(INBOX, F.lit(None).cast(message_type)).withColumn(
                 COUNT, F.lit(0).cast(LongType())

@@ -26,6 +26,25 @@ def random_edges(n: int, m: int, seed: int, first_vertex: int = 0) -> list[Edge]
     return out
 
 
+def clustered_edges(clusters: int, seed: int, per_vertex: float = 1.5, first_vertex: int = 0) -> list[Edge]:
+    """Random clusters of 2 to 40 vertices with about ``per_vertex`` edges per vertex inside each
+    (some clusters fall apart in several components): many components of many sizes, each of a
+    small diameter (few supersteps)."""
+    rng = random.Random(seed)
+    seen: set[tuple[int, int]] = set()
+    out: list[Edge] = []
+    v0 = first_vertex
+    for _ in range(clusters):
+        size = rng.randint(2, 40)
+        for _ in range(max(1, int(size * per_vertex))):
+            a, b = rng.randrange(size) + v0, rng.randrange(size) + v0
+            if a != b and (a, b) not in seen:
+                seen.add((a, b))
+                out.append((a, b, round(rng.uniform(0, 10), 3)))
+        v0 += size
+    return out
+
+
 def edges_df(spark: SparkSession, edges: list[Edge]) -> DataFrame:
     """The edges as a DataFrame ``src long, dst long, weight double``."""
     return spark.createDataFrame(edges, "src long, dst long, weight double")

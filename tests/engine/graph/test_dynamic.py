@@ -5,19 +5,30 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from graphref import Edge, digraph, edges_df, nx_components, nx_distances, nx_pagerank, random_edges
+from graphref import (
+    Edge,
+    clustered_edges,
+    digraph,
+    edges_df,
+    nx_components,
+    nx_distances,
+    nx_pagerank,
+    random_edges,
+)
 from pyspark.sql import SparkSession
 
 from lockgate.graph import SuperstepStats
 from lockgate.graph.library import connected_components, pagerank, shortest_paths
 
-BASE = random_edges(4000, 5000, seed=21)
+BASE = clustered_edges(150, seed=21, per_vertex=2.0)  # ~5k edges over ~2900 vertices, ~150 components
 
 
-def _batches(count: int, size: int, seed: int) -> list[list[Edge]]:
-    """Batches of new edges over the old vertices and 500 new ones (4000..4499), none already there."""
-    seen = {(a, b) for a, b, _ in BASE}
-    pool = [e for e in random_edges(4500, 20_000, seed=seed) if (e[0], e[1]) not in seen]
+def _batches(base: list[Edge], vertices: int, count: int, size: int, seed: int) -> list[list[Edge]]:
+    """``count`` batches of ``size`` new edges over ``vertices`` vertices (more than ``base`` has:
+    some are new), none already in ``base``."""
+    assert max(max(a, b) for a, b, _ in base) < vertices
+    seen = {(a, b) for a, b, _ in base}
+    pool = [e for e in random_edges(vertices, count * size * 2, seed=seed) if (e[0], e[1]) not in seen]
     return [pool[i * size : (i + 1) * size] for i in range(count)]
 
 
@@ -27,7 +38,7 @@ def test_components_update_incrementally(spark: SparkSession, tmp_path: Path) ->
     assert {r.id: r.component for r in result.output.collect()} == nx_components(digraph(BASE))
     from_scratch = sum(s.messages_sent for s in first)
     edges = list(BASE)
-    for i, batch in enumerate(_batches(3, 400, seed=22), start=1):
+    for i, batch in enumerate(_batches(BASE, 3200, 3, 40, seed=22), start=1):
         edges += batch
         stats: list[SuperstepStats] = []
         result = connected_components(
@@ -41,11 +52,12 @@ def test_components_update_incrementally(spark: SparkSession, tmp_path: Path) ->
 
 
 def test_shortest_paths_update_incrementally(spark: SparkSession, tmp_path: Path) -> None:
-    source = BASE[0][0]
-    result = shortest_paths(edges_df(spark, BASE), str(tmp_path / "sp-0"), source)
-    assert {r.id: r.distance for r in result.output.collect()} == nx_distances(digraph(BASE), source)
-    edges = list(BASE)
-    for i, batch in enumerate(_batches(3, 400, seed=23), start=1):
+    base = random_edges(2500, 5000, seed=25)
+    source = base[0][0]
+    result = shortest_paths(edges_df(spark, base), str(tmp_path / "sp-0"), source)
+    assert {r.id: r.distance for r in result.output.collect()} == nx_distances(digraph(base), source)
+    edges = list(base)
+    for i, batch in enumerate(_batches(base, 2700, 3, 100, seed=23), start=1):
         edges += batch
         stats: list[SuperstepStats] = []
         result = shortest_paths(
@@ -55,21 +67,22 @@ def test_shortest_paths_update_incrementally(spark: SparkSession, tmp_path: Path
         got = {r.id: r.distance for r in result.output.collect()}
         assert got == nx_distances(digraph(edges), source), i
         assert stats[1].messages_sent <= len(batch)
-        assert any(v >= 4000 for v in got)  # new vertices reached
+        assert any(v >= 2500 for v in got)  # new vertices reached
 
 
 def test_pagerank_warm_starts(spark: SparkSession, tmp_path: Path) -> None:
     cold: list[SuperstepStats] = []
-    edges = list(BASE)
-    result = pagerank(edges_df(spark, edges), str(tmp_path / "pr-0"), tolerance=1e-8, on_superstep=cold.append)
+    base = random_edges(1000, 4000, seed=26)
+    edges = list(base)
+    result = pagerank(edges_df(spark, edges), str(tmp_path / "pr-0"), tolerance=1e-9, on_superstep=cold.append)
     ref = nx_pagerank(digraph(edges))
     got = {r.id: r.rank for r in result.output.collect()}
     assert max(abs(got[v] - ref[v]) for v in ref) < 1e-6
-    batch = _batches(1, 150, seed=24)[0]
+    batch = _batches(base, 1050, 1, 100, seed=24)[0]
     edges += batch
     warm: list[SuperstepStats] = []
     result = pagerank(
-        edges_df(spark, edges), str(tmp_path / "pr-1"), tolerance=1e-8, previous=result.values,
+        edges_df(spark, edges), str(tmp_path / "pr-1"), tolerance=1e-9, previous=result.values,
         on_superstep=warm.append,
     )
     ref = nx_pagerank(digraph(edges))
