@@ -67,7 +67,8 @@ def test_resume_after_a_stop_and_a_half_written_superstep(spark: SparkSession, t
 
 def test_resume_after_a_failing_callback_keeps_aggregates(spark: SparkSession, tmp_path: Path) -> None:
     program = PageRank(tolerance=1e-6)
-    whole = SuperstepDriver(program, str(tmp_path / "whole"), spark=spark).run(edges_df(spark, EDGES))
+    edges = random_edges(1000, 4000, seed=32)
+    whole = SuperstepDriver(program, str(tmp_path / "whole"), spark=spark).run(edges_df(spark, edges))
 
     def crash(stats: SuperstepStats) -> None:
         if stats.superstep == 5:
@@ -75,7 +76,7 @@ def test_resume_after_a_failing_callback_keeps_aggregates(spark: SparkSession, t
 
     folder = str(tmp_path / "cut")
     with pytest.raises(RuntimeError, match="store down"):
-        SuperstepDriver(program, folder, spark=spark, on_superstep=crash).run(edges_df(spark, EDGES))
+        SuperstepDriver(program, folder, spark=spark, on_superstep=crash).run(edges_df(spark, edges))
     assert last_completed_superstep(folder) == 5  # the superstep was complete before the callback
     resumed = SuperstepDriver(program, folder, spark=spark).resume()
     assert (resumed.superstep, resumed.halted_by) == (whole.superstep, "converged")
