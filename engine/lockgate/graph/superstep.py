@@ -348,8 +348,10 @@ class SuperstepDriver:
         stats = self._write(0, with_old, with_old.withColumn("__changed", F.lit(True)), started)
         return self._loop(stats, stop_after)
 
-    def resume(self, *, stop_after: int | None = None) -> GraphResult:
-        """Continue the computation in ``folder`` from its last complete superstep.
+    def resume(self, *, from_superstep: int | None = None, stop_after: int | None = None) -> GraphResult:
+        """Continue the computation in ``folder`` from its last complete superstep, or from
+        ``from_superstep`` (a complete one, e.g. the superstep of the checkpoint being restored: the
+        supersteps after it are deleted and computed again).
 
         The edges and the vertex state are read from the folder (nothing else is needed); the result
         is the one an uninterrupted run gives. A computation that had halted is returned as it is.
@@ -372,6 +374,15 @@ class SuperstepDriver:
                 f"state folder {self.folder.uri} has no complete superstep (the run stopped during "
                 "superstep 0): empty the folder and start again with run()"
             )
+        if from_superstep is not None and from_superstep != last:
+            if from_superstep not in self.folder.completed():
+                raise GraphStateError(
+                    f"superstep {from_superstep} is not complete in {self.folder.uri} (complete: "
+                    f"{self.folder.completed()}): resume from one of those, or from the last (from_superstep=None)"
+                )
+            for later in [s for s in self.folder.completed() if s > from_superstep]:
+                self.folder.delete_superstep(later)
+            last = from_superstep
         self._num_vertices = manifest["num_vertices"]
         self._dynamic = manifest["dynamic"]
         self._state_schema = StructType.fromJson(manifest["state_schema"])

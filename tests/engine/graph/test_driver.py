@@ -63,6 +63,12 @@ def test_resume_after_a_stop_and_a_half_written_superstep(spark: SparkSession, t
     assert _components(resumed) == _components(whole)
     again = SuperstepDriver(ConnectedComponents(), folder, spark=spark).resume()  # halted: nothing to do
     assert (again.superstep, again.stats) == (resumed.superstep, [])
+    # back to a checkpoint's superstep: the later ones are computed again, to the same result
+    back = SuperstepDriver(ConnectedComponents(), folder, spark=spark).resume(from_superstep=2)
+    assert back.stats[0].superstep == 3 and back.superstep == whole.superstep
+    assert _components(back) == _components(whole)
+    with pytest.raises(GraphStateError, match="not complete"):
+        SuperstepDriver(ConnectedComponents(), folder, spark=spark).resume(from_superstep=99)
 
 
 def test_resume_after_a_failing_callback_keeps_aggregates(spark: SparkSession, tmp_path: Path) -> None:
