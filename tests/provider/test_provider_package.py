@@ -10,6 +10,21 @@ from pathlib import Path
 import pytest
 
 
+def test_the_ui_plugin_is_registered_by_provider_info_and_entry_point():
+    from airflow.plugins_manager import AirflowPlugin
+
+    from lockgate_provider import get_provider_info
+    from lockgate_provider.plugins.lockgate import LockgatePlugin
+
+    assert get_provider_info()["plugins"] == [
+        {"name": "lockgate", "plugin-class": "lockgate_provider.plugins.lockgate.LockgatePlugin"}]
+    eps = [e for e in entry_points(group="airflow.plugins") if e.value.startswith("lockgate_provider")]
+    assert [e.load() for e in eps] == [LockgatePlugin]
+    assert issubclass(LockgatePlugin, AirflowPlugin) and LockgatePlugin.name == "lockgate"
+    assert LockgatePlugin.fastapi_apps[0]["url_prefix"] == "/lockgate"
+    assert {v["destination"] for v in LockgatePlugin.external_views} == {"nav", "task_instance"}
+
+
 def test_entry_point_and_provider_info_validate_against_airflow_schema():
     import airflow
     import jsonschema
