@@ -18,6 +18,8 @@ vertex sends are joined with the edges, combined per receiving vertex by the pro
 Example, the minimum label of each weakly connected component::
 
     from pyspark.sql import functions as F
+
+from lockgate.graph.errors import ProgramReturnError
     from lockgate.graph import MIN, Halt, Step, VertexProgram
 
     class MinLabel(VertexProgram):
@@ -46,6 +48,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
+
+from lockgate.graph.errors import ProgramReturnError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -247,18 +251,19 @@ class VertexProgram:
         In a dynamic run (``previous=``), vertices that have a previous value keep it and ``init``
         gives the value of the new ones only.
         """
-        raise NotImplementedError(f"{self.name}.init is not defined: return the initial vertex value")
+        raise ProgramReturnError(f"{self.name}.init is not defined: define init(ctx) returning the initial "
+                                 "vertex value as a Spark Column")
 
     def evolve(self, ctx: VertexContext) -> Step:
         """The first superstep of a dynamic window: its messages travel along the window's new edges
         only (``ctx.touched`` marks their endpoints), so only the part of the graph they reach
         recomputes. Not overridden: superstep 1 is a plain ``compute`` over all edges, starting from
-        the previous values (a warm start)."""
-        raise NotImplementedError
+        the previous values (a warm start), and this default is never called."""
+        return self.compute(ctx)
 
     def compute(self, ctx: VertexContext) -> Step:
         """One superstep: the new value and messages of the vertices (see :class:`Step`)."""
-        raise NotImplementedError(f"{self.name}.compute is not defined: return a Step")
+        raise ProgramReturnError(f"{self.name}.compute is not defined: define compute(ctx) returning a Step")
 
     def along_edge(self, message: Column, edge: EdgeContext) -> Column:
         """The message as it arrives over ``edge`` (default: unchanged); e.g. add the edge weight."""
