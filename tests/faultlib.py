@@ -14,7 +14,7 @@ a SIGKILL takes its Spark JVM too) and ``lockgate server`` with its worker proce
 faults (one line of progress each; a :class:`Tally` keeps the figures):
 
 - ``random``: SIGKILL of a whole run at a random instant after it took the job over;
-- ``aimed``: ``LOCKGATE_FAULT=<point>:<window>`` (:mod:`lockgate.control.faults`), mostly at
+- ``aimed``: ``LOCKGATE_FAULT=<point>:<window>`` (:mod:`lockgate.faults`), mostly at
   the commit phase: a round STAGED and not committed, a commit half done, a replay of a
   staged round killed again;
 - ``sink_outage``: the sink's PostgreSQL (a private server) stopped mid-run or down at start;

@@ -18,6 +18,7 @@ from .api import (
     FileSink,
     FileSource,
     FileTable,
+    Graph,
     NexmarkSource,
     Pipeline,
     PostgresSink,
@@ -51,6 +52,7 @@ from .client.base import (
     JobInfo,
     PlanInfo,
     RunResult,
+    SuperstepInfo,
     TransitionInfo,
 )
 from .clock import WindowClock
@@ -116,6 +118,7 @@ __all__ = [
     "CycleInfo",
     "CyclePage",
     "PlanInfo",
+    "SuperstepInfo",
     "TransitionInfo",
     "Client",
     "CollectSink",
@@ -125,6 +128,7 @@ __all__ = [
     "FileSink",
     "FileSource",
     "FileTable",
+    "Graph",
     "JobEvent",
     "JobInfo",
     "JobState",

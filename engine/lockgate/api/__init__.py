@@ -1,6 +1,7 @@
 """The user's DSL: Pipeline, Stream, windows, aggregates, sources and sinks."""
 
 from .aggregates import Aggregate, approx_distinct, avg, collect, count, count_distinct, max, min, sum, top_k
+from .graphs import Graph
 from .loader import ReferencePolicy, load_pipeline, pipeline_factory
 from .pipeline import Input, OpNode, Pipeline, Stream, WindowedStream
 from .sinks import CollectSink, FileSink, PostgresSink, Sink
@@ -14,6 +15,7 @@ __all__ = [
     "FileSink",
     "FileSource",
     "FileTable",
+    "Graph",
     "LookupTable",
     "Input",
     "NexmarkSource",

@@ -30,6 +30,7 @@ from typing import Any
 from ..clock import EPOCH, WindowClock
 from ..errors import CompileError
 from .aggregates import Aggregate
+from .graphs import Graph
 from .sinks import Sink
 from .sources import Source
 from .tables import FileTable, LookupTable, PostgresTable
@@ -148,6 +149,18 @@ class Pipeline:
         from .sql import compile_sql
 
         return compile_sql(self, query, name)
+
+    def graph(self, edges: Stream, vertices: Stream | None = None, name: str | None = None) -> Graph:
+        """A graph whose edges arrive on ``edges`` (columns ``src``, ``dst`` and any edge
+        attributes) and, optionally, whose vertices arrive on ``vertices`` (``id`` and any vertex
+        attributes; without it the vertices are the edges' endpoints). Each cycle window adds its
+        records to the graph; :meth:`Graph.compute` and :meth:`Graph.traverse` run over it. See
+        :mod:`lockgate.api.graphs`.
+
+        >>> g = p.graph(links.select("src", "dst"), name="web")
+        >>> g.compute(lockgate.graph.library.PageRank(), name="ranks").sink(lg.FileSink("out/ranks"))
+        """
+        return Graph(self, edges, vertices, name)
 
     def _next_name(self, op: str, name: str | None) -> str:
         """The name ``_add`` will give an ``op`` operator (for errors raised before it is added)."""

@@ -73,6 +73,11 @@ class SnapshotStore:
             )
         return f"{self._job_uri(job)}/w={window:010d}-a{attempt}"
 
+    def iteration_uri(self, job: str, operator: str, window: int) -> str:
+        """The work folder of ``operator``'s iteration cycle (its supersteps) in ``window``:
+        one per window, so that a window run again from the same state resumes it."""
+        return f"{self._job_uri(job)}/iterations/{_check_name('operator', operator)}/w={window:010d}"
+
     def operator_uri(self, snapshot_uri: str, operator: str) -> str:
         """The folder Spark writes ``operator``'s state to, inside a snapshot."""
         return f"{snapshot_uri.rstrip('/')}/{_check_name('operator', operator)}"

@@ -7,6 +7,7 @@
     lockgate follow   JOB
     lockgate jobs
     lockgate checkpoints JOB
+    lockgate cycles   JOB [--window W] [--limit N]
     lockgate state    JOB [--operator OP] [--window W] [--table T] [--limit N]
     lockgate restore  JOB --window W [--reset-state]
 
@@ -34,6 +35,7 @@ from typing import Any
 
 from ..control.catchup import check_catchup
 from ..errors import InvalidArgumentError, LockgateError
+from .cycles import add_cycles_parser, cycles_report
 
 #: exit status of a command whose output pipe was closed (128 + SIGPIPE, as a shell reports it)
 EXIT_PIPE_CLOSED = 141
@@ -93,6 +95,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("jobs", help="list jobs")
     k = sub.add_parser("checkpoints", help="list a job's checkpoints")
     k.add_argument("job")
+    add_cycles_parser(sub)
     st = sub.add_parser("state", help="a stateful operator's keyed state at a checkpoint, as a table")
     st.add_argument("job")
     st.add_argument("--operator", help="the stateful operator (may be left out when the job has one)")
@@ -348,6 +351,10 @@ def _dispatch(args: argparse.Namespace, client: Any) -> int:
         _out(args, [c.to_dict() for c in cps],
              _table(rows, ["WINDOW", "START", "END", "ROWS IN", "ROWS OUT", "PLAN", "CREATED"])
              if cps else f"job {args.job} has no checkpoint yet")
+        return 0
+    if args.command == "cycles":
+        data, text = cycles_report(args, client)
+        _out(args, data, text)
         return 0
     if args.command == "state":
         return _state(args, client)

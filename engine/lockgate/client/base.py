@@ -27,6 +27,7 @@ from ..control.info import (
     JobInfo,
     PlanInfo,
     RunResult,
+    SuperstepInfo,
     TransitionInfo,
 )
 
@@ -114,6 +115,16 @@ class Client(ABC):
         """
 
     @abstractmethod
+    def list_supersteps(self, job: str, window: int | None = None) -> list[SuperstepInfo]:
+        """The supersteps of the job's graph operators (their iteration cycles), of one
+        ``window`` or of all: per attempt, messages sent, vertices changed, milliseconds, and
+        why the iteration stopped.
+
+        >>> [(s.superstep, s.messages_sent) for s in client.list_supersteps("links", 20)]  # doctest: +SKIP
+        [(0, 0), (1, 1200), (2, 311), (3, 0)]
+        """
+
+    @abstractmethod
     def list_transitions(self, job: str) -> list[TransitionInfo]:
         """The job's state transitions, oldest first, each with its reason."""
 
@@ -190,5 +201,5 @@ class AsyncClient(ABC):
 
 __all__ = [
     "AsyncClient", "CheckpointInfo", "Client", "CompileResult", "CycleInfo", "CyclePage", "EventHandler", "JobEvent",
-    "JobInfo", "PlanInfo", "RunResult", "TransitionInfo",
+    "JobInfo", "PlanInfo", "RunResult", "SuperstepInfo", "TransitionInfo",
 ]

@@ -41,6 +41,7 @@ from .base import (
     JobInfo,
     PlanInfo,
     RunResult,
+    SuperstepInfo,
     TransitionInfo,
 )
 
@@ -269,6 +270,9 @@ class EmbeddedClient(Client):
 
     def list_transitions(self, job: str) -> list[TransitionInfo]:
         return self.jobs.list_transitions(job)
+
+    def list_supersteps(self, job: str, window: int | None = None) -> list[SuperstepInfo]:
+        return self.jobs.list_supersteps(job, window)
 
     def get_plan(self, job: str, plan_version: str | None = None) -> PlanInfo:
         return self.jobs.get_plan(job, plan_version)

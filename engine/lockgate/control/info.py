@@ -118,6 +118,30 @@ class CyclePage:
 
 
 @dataclass
+class SuperstepInfo:
+    """One superstep of a graph operator's iteration cycle in one attempt at a window: messages
+    sent, vertices changed and active, its milliseconds, why the iteration stopped there (on its
+    last superstep), whether its state was checkpointed, and whether an earlier attempt of the
+    window had done it (``resumed``: this attempt resumed after it)."""
+
+    job: str
+    window: int
+    attempt: int
+    operator: str
+    superstep: int
+    messages_sent: int
+    vertices_changed: int
+    active_vertices: int
+    elapsed_ms: float
+    halted_by: str | None
+    checkpointed: bool
+    resumed: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
 class TransitionInfo:
     """One recorded change of a job's state, with its reason."""
 
@@ -188,5 +212,6 @@ class JobEvent:
 
 __all__ = [
     "CheckpointInfo", "CompileResult", "CycleInfo", "CyclePage", "JobEvent", "JobInfo", "PlanInfo", "RunResult",
+    "SuperstepInfo",
     "TransitionInfo",
 ]

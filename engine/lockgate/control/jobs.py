@@ -33,7 +33,16 @@ from ..runtime.availability import available_from, available_until
 from ..runtime.committers import committer_for
 from ..states import JobState, is_terminal
 from .catchup import GroupSizer
-from .info import CheckpointInfo, CompileResult, CycleInfo, CyclePage, JobInfo, PlanInfo, TransitionInfo
+from .info import (
+    CheckpointInfo,
+    CompileResult,
+    CycleInfo,
+    CyclePage,
+    JobInfo,
+    PlanInfo,
+    SuperstepInfo,
+    TransitionInfo,
+)
 from .scheduler import CycleScheduler, RunSummary, sinks_of
 from .transitions import JobTransitions
 
@@ -168,6 +177,18 @@ class JobOperations:
                 error=cyc.error, started=cyc.started, finished=cyc.finished, checkpoint=status,
             ))
         return CyclePage(cycles=cycles, total=total, next_before=rows[-1][0].id if len(rows) == limit else None)
+
+    def list_supersteps(self, job: str, window: int | None = None) -> list[SuperstepInfo]:
+        """The supersteps of the job's graph operators (of one ``window``, or all), by window,
+        attempt, operator and superstep."""
+        self.catalog.get_job(job)  # JobNotFoundError for an unknown job
+        return [
+            SuperstepInfo(job=s.job, window=s.window, attempt=s.attempt, operator=s.operator, superstep=s.superstep,
+                          messages_sent=s.messages_sent, vertices_changed=s.vertices_changed,
+                          active_vertices=s.active_vertices, elapsed_ms=s.elapsed_ms, halted_by=s.halted_by,
+                          checkpointed=s.checkpointed, resumed=s.resumed)
+            for s in self.catalog.list_supersteps(job, window)
+        ]
 
     def list_transitions(self, job: str) -> list[TransitionInfo]:
         """The job's state changes, oldest first, with their reasons."""

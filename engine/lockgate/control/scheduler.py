@@ -37,19 +37,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from .. import faults
 from ..checkpoint.catalog import Catalog, CheckpointRecord
 from ..checkpoint.layers import has_state, needed_by_all
 from ..checkpoint.snapshots import SnapshotStore, parse_snapshot_uri
 from ..errors import FencedError, JobNotFoundError, SnapshotError, StateLayoutError, WindowGapError
 from ..logs import get_logger, log_event
-from ..plan.logical import PipelineGraph
+from ..plan.logical import OperatorKind, PipelineGraph
 from ..plan.one_pass import one_pass
 from ..runtime.availability import slices_by_arrival
 from ..runtime.committers import committer_for
 from ..runtime.results import CycleResult, RestorePoint, late_sink_config
 from ..runtime.staging import staging_uri
 from ..states import JobState, is_terminal
-from . import faults
 from .catchup import GroupSizer
 from .info import JobEvent
 from .transitions import JobTransitions
@@ -461,6 +461,7 @@ class CycleScheduler:
         except FencedError as err:
             self._abandon(window, cycle.attempt)
             raise self._fenced_error(window, err) from err
+        self.catalog.record_supersteps(cycle.id, result.supersteps)
         faults.maybe_crash("after_stage", window)
         tail = self._commit(cycle.id, window, manifest, result.rows_in, result.rows_out, self.graph.version)
         result.timings.update(tail)
@@ -558,7 +559,9 @@ class CycleScheduler:
             self._emit(_event("run_planned", self.job, window=first, message=f"{len(todo)} windows to run"))
             summary.windows_skipped = (last - first + 1) - len(todo)
             # groups where they pay: plans a group computes in one pass, unless a size was set
-            grouped = hasattr(self.executor, "run_group") and (not self.sizer.adaptive or one_pass(self.graph))
+            # (a graph operator's rounds run one window each: its supersteps resume per window)
+            grouped = (hasattr(self.executor, "run_group") and (not self.sizer.adaptive or one_pass(self.graph))
+                       and not any(v.kind == OperatorKind.ITERATOR for v in self.graph.vertices.values()))
             while todo:
                 if stop is not None and stop.is_set():
                     break

@@ -92,6 +92,8 @@ class SuperstepStats:
     aggregates: dict[str, Any]
     state_uri: str
     halted_by: str | None = None
+    #: whether the state was written to the folder (a checkpoint; see ``checkpoint_every``)
+    checkpointed: bool = True
 
     def to_json(self) -> dict[str, Any]:
         """The stats as a JSON object (``_superstep.json``)."""
@@ -105,6 +107,7 @@ class SuperstepStats:
             "aggregates": self.aggregates,
             "state_uri": self.state_uri,
             "halted_by": self.halted_by,
+            "checkpointed": self.checkpointed,
         }
 
     @classmethod
@@ -182,6 +185,10 @@ class SuperstepDriver:
     ``on_superstep(stats)`` is called after each complete superstep (0, the init, included);
     ``max_supersteps`` bounds the computation besides the program's own bound; ``keep_last``
     keeps only the state of the last ``keep_last`` supersteps (``None``: all).
+    ``checkpoint_every=k`` writes the state to the folder (a checkpoint a resume starts from)
+    every ``k`` supersteps and at the last one; the supersteps between are held by Spark alone
+    (``localCheckpoint``: the lineage is cut all the same). ``tag`` is recorded in the folder's
+    manifest (:meth:`tag_of` reads it back): what the computation started from.
 
     >>> # driver = SuperstepDriver(PageRank(), "/tmp/pr", spark=spark, on_superstep=record)
     >>> # result = driver.run(edges); result.output
@@ -196,6 +203,8 @@ class SuperstepDriver:
         on_superstep: Callable[[SuperstepStats], None] | None = None,
         max_supersteps: int | None = None,
         keep_last: int | None = None,
+        checkpoint_every: int = 1,
+        tag: dict[str, Any] | None = None,
     ):
         if not isinstance(program, VertexProgram):
             raise ProgramReturnError(
@@ -209,6 +218,13 @@ class SuperstepDriver:
         if keep_last is not None and keep_last < 1:
             raise ValueError(f"keep_last={keep_last}: keep at least the last superstep (1) or all (None)")
         self.keep_last = keep_last
+        if not isinstance(checkpoint_every, int) or checkpoint_every < 1:
+            raise ValueError(f"checkpoint_every={checkpoint_every!r}: write the state every 1 or more supersteps")
+        self.checkpoint_every = checkpoint_every
+        #: what the caller records in the folder's manifest (e.g. what the computation started from)
+        self.tag = tag
+        #: supersteps held by Spark alone (not checkpointed), by superstep
+        self._held: dict[int, DataFrame] = {}
         if program.halt_when is None and self.max_supersteps is None and not program.has_converged():
             raise NoHaltingRuleError(
                 f"{program.name} has no halting rule and no bound: it would run supersteps forever. "
@@ -341,6 +357,7 @@ class SuperstepDriver:
                 "evolve": self._dynamic and self.program.has_evolve(),
                 "state_schema": json.loads(self._state_schema.json()),
                 "edges_schema": json.loads(self._edges_schema.json()),
+                "tag": self.tag,
             }
         )
         started = time.perf_counter()
@@ -405,6 +422,11 @@ class SuperstepDriver:
             stats = self._superstep(stats.superstep + 1, stats.aggregates)
             done.append(stats)
             self._after(stats)
+        if stats.superstep in self._held:  # stopped (stop_after) between checkpoints: write where it stopped
+            self._held[stats.superstep].write.mode("overwrite").parquet(self.folder.superstep_uri(stats.superstep))
+            self._held.clear()
+            stats = SuperstepStats(**{**stats.__dict__, "checkpointed": True})
+            self.folder.write_record(stats.superstep, stats.to_json())
         return self._result(stats, done)
 
     def _after(self, stats: SuperstepStats) -> None:
@@ -428,8 +450,15 @@ class SuperstepDriver:
         assert self._edges_schema is not None
         return self.spark.read.schema(self._edges_schema).parquet(self.folder.edges_uri)
 
+    def tag_of(self) -> dict[str, Any] | None:
+        """The ``tag`` recorded by the run in ``folder`` (None: none, or no run there)."""
+        manifest = self.folder.read_manifest()
+        return None if manifest is None else manifest.get("tag")
+
     def _state(self, superstep: int) -> DataFrame:
         assert self._state_schema is not None
+        if superstep in self._held:
+            return self._held[superstep]
         return self.spark.read.schema(self._state_schema).parquet(self.folder.superstep_uri(superstep))
 
     def _call(self, fn: str, ctx: Any, kind: type) -> Any:
@@ -608,7 +637,11 @@ class SuperstepDriver:
         )
         frame = observed.select(*self._state_schema.fieldNames())
         self.last_superstep_frame = frame
-        frame.write.mode("overwrite").parquet(self.folder.superstep_uri(s))
+        written = s == 0 or s % self.checkpoint_every == 0
+        if written:
+            frame.write.mode("overwrite").parquet(self.folder.superstep_uri(s))
+        else:  # held by Spark: the lineage is cut, the folder is not written
+            self._held = {s: frame.localCheckpoint(eager=True)}
         metrics = observation.get
         aggregates = {name: _jsonable(metrics.get(name)) for name in user}
         stats = SuperstepStats(
@@ -631,9 +664,16 @@ class SuperstepDriver:
                 halted_by = "converged"
             elif self.max_supersteps is not None and s >= self.max_supersteps:
                 halted_by = "max_supersteps"
+        if halted_by is not None and not written:  # the final state is always checkpointed
+            self._held[s].write.mode("overwrite").parquet(self.folder.superstep_uri(s))
+            self._held.clear()
+            written = True
         elapsed = round((time.perf_counter() - started) * 1000, 1)
-        stats = SuperstepStats(**{**stats.__dict__, "elapsed_ms": elapsed, "halted_by": halted_by})
-        self.folder.write_record(s, stats.to_json())
+        stats = SuperstepStats(**{**stats.__dict__, "elapsed_ms": elapsed, "halted_by": halted_by,
+                                  "checkpointed": written})
+        if written:
+            self._held.clear()
+            self.folder.write_record(s, stats.to_json())
         return stats
 
     def _check_inputs(

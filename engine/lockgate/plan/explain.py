@@ -8,6 +8,7 @@ from typing import Any
 
 from .compile import CompiledPlan
 from .logical import Partitioning, PipelineVertex
+from .physical import Cycle
 
 
 def _describe(v: PipelineVertex) -> str:
@@ -65,6 +66,14 @@ def _describe(v: PipelineVertex) -> str:
     if v.op == "deduplicate":
         within = f" within {timedelta(microseconds=c['within_us'])}" if c.get("within_us") else ""
         return f"deduplicate by [{', '.join(c['keys'])}]{within}"
+    if v.op == "graph_compute":
+        p = c["program"]
+        params = ", ".join(f"{k}={val!r}" for k, val in p.get("params", {}).items())
+        name = p["program"].rsplit(".", 1)[-1]
+        return (f"graph compute {name}({params}) over edges{' and vertices' if c.get('vertices') else ''}, "
+                f"emits {c.get('emit', 'changes')} by id")
+    if v.op == "graph_traverse":
+        return f"graph traversal: {c['k']} hops {c['direction']} from each request's '{c['start']}'"
     if v.op == "join":
         size = timedelta(microseconds=c["window"]["size_us"])
         return f"join on {c['left_on']} = {c['right_on']} in tumbling({size})"
@@ -90,7 +99,7 @@ def _physical(plan: CompiledPlan) -> list[str]:
     order, their chains in order, each chain's operators in order; heads and tails."""
     ex, g = plan.execution, plan.graph
     lines: list[str] = []
-    for cyc in ex.cycles:
+    for cyc in ex.top_cycles:
         lines.append(f"  {cyc.id}: {cyc.mode} mode, one round per cycle window")
         lines.append(f"    heads (read the window's slice): {', '.join(cyc.heads)}")
         group = chain = ""
@@ -104,8 +113,34 @@ def _physical(plan: CompiledPlan) -> list[str]:
                 lines.append(f"      {chain}  p={ex.chains[chain].parallelism}: {step.operator}")
             else:
                 lines[-1] += f" -> {step.operator}"
+            inner = ex.iteration_of(step.operator)
+            if inner is not None:
+                lines += _iteration(inner)
         ends = [f"{t} ({'snapshot state' if g.vertices[t].stateful else 'stage output'})" for t in cyc.tails]
         lines.append(f"    tails: {', '.join(ends)}")
+    return lines
+
+
+def _iteration(cyc: Cycle) -> list[str]:
+    """An iteration cycle nested in a round, as ``explain`` prints it under its operator."""
+    s = cyc.settings
+    stops = []
+    if s.get("halt_when"):
+        stops.append(s["halt_when"].replace("_", " "))
+    if s.get("converged"):
+        stops.append("converged()")
+    if s.get("max_supersteps") is not None:
+        stops.append(f"at most {s['max_supersteps']} supersteps")
+    every = s.get("checkpoint_every", 1)
+    lines = [
+        f"        {cyc.id}: {cyc.mode} mode, nested in {cyc.parent}: supersteps of {cyc.operator} in every round, "
+        f"until {' or '.join(stops) or 'halted'}",
+        f"          one superstep: {' -> '.join(s.get('phases', []))}",
+        f"          vertex state checkpointed every {every} superstep{'s' if every != 1 else ''} (a killed round "
+        "resumes at the last one)",
+    ]
+    if s.get("combiner"):
+        lines[1] += f"  (messages combined by {s['combiner']})"
     return lines
 
 

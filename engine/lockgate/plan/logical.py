@@ -48,11 +48,16 @@ OP_KINDS: dict[str, OperatorKind] = {
     "interval_join": OperatorKind.TWO_INPUT,
     "union": OperatorKind.TWO_INPUT,
     "lookup_join": OperatorKind.ONE_INPUT,
+    "graph_compute": OperatorKind.ITERATOR,
+    "graph_traverse": OperatorKind.ITERATOR,
     "sink": OperatorKind.SINK,
 }
 
 #: operators that keep keyed state between cycles
-STATEFUL_OPS = frozenset({"window_aggregate", "window_top_n", "over_aggregate", "running_aggregate", "deduplicate", "join", "interval_join"})
+STATEFUL_OPS = frozenset({"window_aggregate", "window_top_n", "over_aggregate", "running_aggregate", "deduplicate", "join", "interval_join",
+                         "graph_compute", "graph_traverse"})
+#: operators that run an iteration cycle (supersteps) inside each round
+ITERATOR_OPS = frozenset({"graph_compute", "graph_traverse"})
 
 
 @dataclass

@@ -127,7 +127,8 @@ _KEEPS_UPDATES = ("select", "with_column", "sink")
 _CALLS = {"filter": "filter()", "sql": "sql()", "map_batches": "map_batches()", "union": "union()",
           "window_aggregate": "a windowed aggregate", "window_top_n": "top_n()", "over_aggregate": "over()",
           "deduplicate": "deduplicate()", "join": "join()", "interval_join": "join(between=... or ttl=...)",
-          "lookup_join": "lookup()"}
+          "lookup_join": "lookup()", "graph_compute": "a graph computation (compute())",
+          "graph_traverse": "a graph traversal (traverse())"}
 
 
 def _updates_in(graph: PipelineGraph, v: PipelineVertex) -> None:
@@ -143,6 +144,9 @@ def _updates_in(graph: PipelineGraph, v: PipelineVertex) -> None:
         else:
             v.config.pop("over_updates", None)
         v.upsert_key = list(v.config["keys"])
+        return
+    if v.op == "graph_compute" and updating is None:
+        v.upsert_key = ["id"]  # each window's results replace the vertices' earlier ones
         return
     if updating is None:
         return
@@ -335,8 +339,15 @@ def _propagate_event_time(graph: PipelineGraph, v: PipelineVertex, schema: Struc
     if v.op in ("window_aggregate", "window_top_n", "join"):
         v.event_time, v.event_time_is_end = "window_end", True
         return
-    if v.op == "running_aggregate":
+    if v.op in ("running_aggregate", "graph_compute"):
         v.event_time, v.event_time_is_end = "as_of", True
+        return
+    if v.op == "graph_traverse":  # the answers keep their request's event time
+        up = graph.vertices[graph.inputs(v.id)[1].source]
+        if up.event_time and _is_timestamp(schema, up.event_time):
+            v.event_time, v.event_time_is_end = up.event_time, up.event_time_is_end
+        else:
+            v.event_time, v.event_time_is_end = None, False
         return
     if v.op == "interval_join":
         # a pair is emitted when its later record arrives: neither side's time is on time for

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -34,6 +36,16 @@ class CycleContext:
     #: "<operator>.<table>" -> what this round changed, to snapshot after it
     state_out: dict[str, StateDelta] = field(default_factory=dict)
     cached: list[DataFrame] = field(default_factory=list)
+    #: an ITERATOR operator's work folder for this window (None: no round runs, e.g. at compile time)
+    iteration_folders: Callable[[str], str] | None = None
+    #: the supersteps the round's iteration cycles ran, in order (reported with the round's result)
+    supersteps: list[dict[str, Any]] = field(default_factory=list)
+
+    def iteration_folder(self, operator: str) -> str:
+        """Where ``operator``'s iteration cycle keeps this window's supersteps."""
+        if self.iteration_folders is None:
+            raise RuntimeError(f"no iteration folder for '{operator}' outside a cycle round")
+        return self.iteration_folders(operator)
 
     def state(self, operator: str, table: str = "main") -> LayeredState | None:
         """The table's state at the last checkpoint; None when it holds nothing."""

@@ -303,7 +303,7 @@ class CycleRunner:
                 ran.append(op.vertex.id)
                 if op.head:
                     continue  # its slice was read at the head
-                out = translate(ctx, g, op.vertex, [frames[i] for i in op.inputs], self.plan.fns)
+                out = translate(ctx, g, op.vertex, [frames[i] for i in op.inputs], self.plan.fns, op.iteration)
                 frames[op.vertex.id] = ctx.cache(out) if op.materialize else out
             # the cycle's tail: its sinks' output and its stateful operators' state
             sinks += [(vid, frames[vid], cfg) for vid, cfg in walk.sinks]
@@ -331,6 +331,7 @@ class CycleRunner:
             watermark_us=end - lateness,
             parallelism=max(v.parallelism for v in g.vertices.values()),
             state_in=state_in,
+            iteration_folders=lambda op: self.snapshots.iteration_uri(self.job, op, window),
         )
 
     def run(self, window: int, attempt: int, restore: RestorePoint | None) -> CycleResult:
@@ -388,6 +389,7 @@ class CycleRunner:
             rows_out=rows_out,
             late_rows=late_rows,
             timings={k: round(v * 1000, 1) for k, v in timings.items()},
+            supersteps=list(ctx.supersteps),
         )
 
 

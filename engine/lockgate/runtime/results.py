@@ -33,6 +33,8 @@ class CycleResult:
     rows_out: int
     late_rows: int
     timings: dict[str, float] = field(default_factory=dict)
+    #: the supersteps the round's iteration cycles ran (graph operators), in order
+    supersteps: list[dict[str, Any]] = field(default_factory=list)
 
     def to_manifest(self) -> dict[str, Any]:
         """The pre-commit record written to the catalog before any sink commits."""

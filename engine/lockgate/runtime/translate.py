@@ -19,9 +19,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from ..plan.logical import Partitioning, PipelineGraph, PipelineVertex
+from ..plan.physical import Cycle
 from . import stateful
 from .context import CycleContext
 from .interval_join import interval_join
+from .iteration import graph_compute, graph_traverse
 from .lookup import lookup_join
 from .over import over_aggregate
 from .table_aggregate import table_aggregate
@@ -68,8 +70,10 @@ def translate(
     v: PipelineVertex,
     inputs: list[DataFrame],
     fns: Mapping[str, Callable[..., Any]],
+    iteration: Cycle | None = None,
 ) -> DataFrame:
-    """The output DataFrame of vertex ``v`` for this cycle round."""
+    """The output DataFrame of vertex ``v`` for this cycle round (an ITERATOR operator runs its
+    ``iteration`` cycle, the supersteps nested in the round)."""
     cfg = v.config
     edges = graph.inputs(v.id)
     df = inputs[0] if inputs else None
@@ -121,6 +125,10 @@ def translate(
         return lookup_join(ctx.spark, cfg, df, ctx.analysis)
     if v.op == "interval_join":
         return interval_join(ctx, v.id, cfg, inputs[0], inputs[1], ts_of(0), ts_of(1))  # type: ignore[arg-type]
+    if v.op == "graph_compute":
+        return graph_compute(ctx, v, inputs, fns, iteration)
+    if v.op == "graph_traverse":
+        return graph_traverse(ctx, v, inputs, iteration)
     if v.op == "sink":
         return df
     raise ValueError(f"operator {v.id}: no translation for {v.op!r}")

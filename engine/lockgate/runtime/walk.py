@@ -4,7 +4,8 @@
 for every cycle, its operators in execution order (groups, then chains, then operators:
 :meth:`~lockgate.plan.physical.ExecutionGraph.steps`), what each reads and whether its
 output is materialised, and the cycle's heads and tails; so a round does nothing but run
-them.
+them. An ITERATOR operator's step carries its nested iteration cycle, which the operator
+runs (its supersteps) when the round reaches it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ class OperatorStep:
     inputs: tuple[str, ...]
     head: bool
     materialize: bool
+    #: the iteration cycle an ITERATOR operator runs inside the round (None for the others)
+    iteration: Cycle | None = None
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,7 @@ def walk_cycles(graph: PipelineGraph, execution: ExecutionGraph) -> tuple[CycleW
     """The cycles of ``execution`` resolved against ``graph``; refuses one that cannot run."""
     execution.validate(graph)
     walks = []
-    for cycle in execution.cycles:
+    for cycle in execution.top_cycles:
         if cycle.mode != STREAM:
             raise CompileError(f"{cycle.id} is a {cycle.mode!r} cycle: this runtime runs {STREAM!r} cycles only")
         materialized = {op for gid in cycle.groups for op in execution.groups[gid].materialized}
@@ -58,6 +61,7 @@ def walk_cycles(graph: PipelineGraph, execution: ExecutionGraph) -> tuple[CycleW
                 inputs=tuple(e.source for e in graph.inputs(s.operator)),
                 head=s.operator in heads,
                 materialize=s.operator in materialized,
+                iteration=execution.iteration_of(s.operator),
             )
             for s in execution.steps(cycle)
         }

@@ -40,6 +40,7 @@ from ..client.base import (
     JobInfo,
     PlanInfo,
     RunResult,
+    SuperstepInfo,
     TransitionInfo,
 )
 from ..clock import to_micros
@@ -267,6 +268,13 @@ class GrpcClient(_Base, Client):
     def list_transitions(self, job: str) -> list[TransitionInfo]:
         m = self._call("ListTransitions", pb.JobRequest(job=job), self.timeout)
         return [convert.transition_from_pb(t) for t in m.transitions]
+
+    def list_supersteps(self, job: str, window: int | None = None) -> list[SuperstepInfo]:
+        req = pb.ListSuperstepsRequest(job=job)
+        if window is not None:
+            req.window = window
+        m = self._call("ListSupersteps", req, self.timeout)
+        return [convert.superstep_from_pb(s) for s in m.supersteps]
 
     def get_plan(self, job: str, plan_version: str | None = None) -> PlanInfo:
         req = pb.GetPlanRequest(job=job, plan_version=plan_version or "")

@@ -28,6 +28,7 @@ from ..control.info import (
     JobEvent,
     JobInfo,
     PlanInfo,
+    SuperstepInfo,
     TransitionInfo,
 )
 from ..control.jobs import JobOperations, compile_result, windows_for
@@ -228,6 +229,9 @@ class Controller:
 
     def list_transitions(self, job: str) -> list[TransitionInfo]:
         return self.jobs.list_transitions(job)
+
+    def list_supersteps(self, job: str, window: int | None) -> list[SuperstepInfo]:
+        return self.jobs.list_supersteps(job, window)
 
     def get_plan(self, job: str, plan_version: str | None) -> PlanInfo:
         return self.jobs.get_plan(job, plan_version)

@@ -14,6 +14,7 @@ from ..client.base import (
     JobInfo,
     PlanInfo,
     RunResult,
+    SuperstepInfo,
     TransitionInfo,
 )
 from ..clock import from_micros, to_micros
@@ -106,6 +107,23 @@ def cycle_page_from_pb(m: pb.ListCyclesResponse) -> CyclePage:
         for c in m.cycles
     ]
     return CyclePage(cycles=cycles, total=m.total, next_before=_opt(m, "next_before"))
+
+
+def superstep_to_pb(s: SuperstepInfo) -> pb.Superstep:
+    m = pb.Superstep(job=s.job, window=s.window, attempt=s.attempt, operator=s.operator, superstep=s.superstep,
+                     messages_sent=s.messages_sent, vertices_changed=s.vertices_changed,
+                     active_vertices=s.active_vertices, elapsed_ms=s.elapsed_ms, checkpointed=s.checkpointed,
+                     resumed=s.resumed)
+    if s.halted_by is not None:
+        m.halted_by = s.halted_by
+    return m
+
+
+def superstep_from_pb(m: pb.Superstep) -> SuperstepInfo:
+    return SuperstepInfo(job=m.job, window=m.window, attempt=m.attempt, operator=m.operator, superstep=m.superstep,
+                         messages_sent=m.messages_sent, vertices_changed=m.vertices_changed,
+                         active_vertices=m.active_vertices, elapsed_ms=m.elapsed_ms,
+                         halted_by=_opt(m, "halted_by"), checkpointed=m.checkpointed, resumed=m.resumed)
 
 
 def transition_to_pb(t: TransitionInfo) -> pb.Transition:

@@ -202,6 +202,13 @@ class ControllerService(pb_grpc.ControllerServicer):
         return convert.cycle_page_to_pb(page)
 
     @handles_errors
+    def ListSupersteps(
+        self, request: pb.ListSuperstepsRequest, context: grpc.ServicerContext
+    ) -> pb.ListSuperstepsResponse:
+        window = request.window if request.HasField("window") else None
+        steps = self.ctl.list_supersteps(_job(request), window)
+        return pb.ListSuperstepsResponse(supersteps=[convert.superstep_to_pb(s) for s in steps])
+
     def ListTransitions(self, request: pb.JobRequest, context: grpc.ServicerContext) -> pb.ListTransitionsResponse:
         moves = self.ctl.list_transitions(_job(request))
         return pb.ListTransitionsResponse(transitions=[convert.transition_to_pb(t) for t in moves])

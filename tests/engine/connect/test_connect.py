@@ -8,7 +8,7 @@ checkpoints) into a Parquet FileSink and a PostgresSink, and a ``map_batches`` f
 session's SparkSession) and once through ``lockgate.connect("embedded",
 spark_master="sc://...")`` against the module's Spark Connect server (conftest.py), then a
 third time on ``sc://`` through ``lockgate run`` subprocesses killed with SIGKILL at two
-crash points (:mod:`lockgate.control.faults`) before a last run finishes the job.
+crash points (:mod:`lockgate.faults`) before a last run finishes the job.
 
 The Connect runs are subprocesses: a Spark Connect session switches the whole Python
 process to Connect mode (PySpark sets ``SPARK_CONNECT_MODE_ENABLED``, after which
@@ -37,8 +37,8 @@ import pyarrow.dataset as ds
 import pytest
 
 import lockgate
+from lockgate import faults
 from lockgate.checkpoint.catalog import Catalog, CheckpointStatus
-from lockgate.control import faults
 
 pytestmark = pytest.mark.slow
 

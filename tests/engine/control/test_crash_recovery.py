@@ -10,7 +10,7 @@ process group (``start_new_session``), so a SIGKILL of the group takes the Spark
 then reruns until the job finishes, and compares the output with an uninterrupted run,
 row for row.
 
-- deterministic crash points: every point of :data:`lockgate.control.faults.POINTS`,
+- deterministic crash points: every point of :data:`lockgate.faults.POINTS`,
   one of them in the middle of the recovery of another. To stay within the time budget
   (every run starts a JVM), the crashes are chained over one job: the run that
   recovers from crash ``k`` goes on and dies at crash ``k+1`` of a later window (its
@@ -41,9 +41,9 @@ import psycopg
 import pyarrow.dataset as ds
 import pytest
 
+from lockgate import faults
 from lockgate.checkpoint.catalog import Catalog, CheckpointStatus, CycleState
 from lockgate.checkpoint.snapshots import SnapshotStore
-from lockgate.control import faults
 from lockgate.runtime.committers import committer_for
 
 pytestmark = pytest.mark.slow

@@ -12,13 +12,13 @@ import time
 import psutil
 import pytest
 
-from lockgate.control import faults
+from lockgate import faults
 from lockgate.errors import InvalidArgumentError
 
 CHILD = textwrap.dedent(
     """
     import subprocess, sys, time
-    from lockgate.control import faults
+    from lockgate import faults
 
     helper = subprocess.Popen(
         [sys.executable, "-c", "import time; time.sleep(60)"],

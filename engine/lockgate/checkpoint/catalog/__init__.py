@@ -16,7 +16,7 @@ Modules, one concept each: :mod:`.records` (states and records), :mod:`.schema` 
 their creation), :mod:`.connection` (URLs, engine, SQLite settings), :mod:`.unavailable`
 (read-only and locked databases), :mod:`.base` (engine and transactions), :mod:`.jobs`
 (jobs, transitions, generations), :mod:`.plans`, :mod:`.cycles`, :mod:`.windows` (which
-windows are complete) and :mod:`.checkpoints`.
+windows are complete), :mod:`.supersteps` (graph iteration cycles) and :mod:`.checkpoints`.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from .records import (
     CycleState,
     JobRecord,
     PlanRecord,
+    SuperstepRecord,
     TransitionRecord,
 )
 from .schema import (
@@ -45,13 +46,15 @@ from .schema import (
     metadata,
     plans_table,
     schema_table,
+    supersteps_table,
     transitions_table,
     utcnow,
 )
+from .supersteps import SuperstepsMixin
 
 
-class Catalog(JobsMixin, PlansMixin, CyclesMixin, CheckpointsMixin, CatalogBase):
-    """The SQL catalog of jobs, plans, transitions, cycles and checkpoints.
+class Catalog(JobsMixin, PlansMixin, CyclesMixin, SuperstepsMixin, CheckpointsMixin, CatalogBase):
+    """The SQL catalog of jobs, plans, transitions, cycles (with their supersteps) and checkpoints.
 
     ``url`` is a SQLAlchemy URL (``sqlite:////abs/path/catalog.db``,
     ``postgresql+psycopg://user@host:port/db``; ``postgresql://`` is rewritten to psycopg)
@@ -71,6 +74,7 @@ __all__ = [
     "CycleState",
     "JobRecord",
     "PlanRecord",
+    "SuperstepRecord",
     "TransitionRecord",
     "UTCDateTime",
     "checkpoints_table",
@@ -80,6 +84,7 @@ __all__ = [
     "normalize_url",
     "plans_table",
     "schema_table",
+    "supersteps_table",
     "transitions_table",
     "utcnow",
 ]

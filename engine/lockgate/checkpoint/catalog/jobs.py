@@ -19,7 +19,7 @@ from ...states import JobState, check_transition, parse_state
 from .base import CatalogBase
 from .connection import fetch_all, fetch_one
 from .records import JobRecord, TransitionRecord, job_record, transition_record
-from .schema import checkpoints_table, cycles_table, jobs_table, transitions_table, utcnow
+from .schema import checkpoints_table, cycles_table, jobs_table, supersteps_table, transitions_table, utcnow
 
 
 def job_not_found(conn: Connection, name: str, url: str) -> JobNotFoundError:
@@ -125,7 +125,7 @@ class JobsMixin(CatalogBase):
             return [job_record(r) for r in rows]
 
     def delete_job(self, name: str) -> list[str]:
-        """Delete the job with its transitions, cycles and checkpoints (plans stay).
+        """Delete the job with its transitions, cycles (and supersteps) and checkpoints (plans stay).
 
         Returns the snapshot URIs its checkpoints referred to, for the caller to delete.
         """
@@ -137,7 +137,7 @@ class JobsMixin(CatalogBase):
                 .order_by(checkpoints_table.c.window, checkpoints_table.c.id)
             ).scalars()
             result = list(dict.fromkeys(uris))
-            for table in (checkpoints_table, cycles_table, transitions_table, jobs_table):
+            for table in (checkpoints_table, supersteps_table, cycles_table, transitions_table, jobs_table):
                 key = table.c.name if table is jobs_table else table.c.job
                 conn.execute(sa.delete(table).where(key == name))
             return result

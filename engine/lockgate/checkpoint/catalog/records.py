@@ -91,6 +91,25 @@ class CycleRecord:
 
 
 @dataclass(frozen=True)
+class SuperstepRecord:
+    """One superstep of a graph operator's iteration cycle, in one cycle attempt."""
+
+    job: str
+    window: int
+    attempt: int
+    cycle_id: int
+    operator: str
+    superstep: int
+    messages_sent: int
+    vertices_changed: int
+    active_vertices: int
+    elapsed_ms: float
+    halted_by: str | None
+    checkpointed: bool
+    resumed: bool
+
+
+@dataclass(frozen=True)
 class CheckpointRecord:
     """A checkpoint of one window: where the sources stand, the state snapshot, the sink commits."""
 
@@ -184,4 +203,14 @@ def checkpoint_record(m: RowMapping) -> CheckpointRecord:
         rows_out=m["rows_out"],
         status=CheckpointStatus(m["status"]),
         created=m["created"],
+    )
+
+
+def superstep_record(m: RowMapping) -> SuperstepRecord:
+    return SuperstepRecord(
+        job=m["job"], window=int(m["window"]), attempt=int(m["attempt"]), cycle_id=int(m["cycle_id"]),
+        operator=m["operator"], superstep=int(m["superstep"]), messages_sent=int(m["messages_sent"]),
+        vertices_changed=int(m["vertices_changed"]), active_vertices=int(m["active_vertices"]),
+        elapsed_ms=float(m["elapsed_ms"]), halted_by=m["halted_by"], checkpointed=bool(m["checkpointed"]),
+        resumed=bool(m["resumed"]),
     )

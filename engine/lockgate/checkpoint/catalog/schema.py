@@ -103,6 +103,28 @@ cycles_table = sa.Table(
     sa.Index("ix_lg_cycles_job_window", "job", "window"),
 )
 
+supersteps_table = sa.Table(
+    "lg_supersteps",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("job", sa.String(255), nullable=False),
+    sa.Column("window", sa.BigInteger, nullable=False, quote=True),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("cycle_id", sa.Integer, nullable=False),
+    sa.Column("operator", sa.String(255), nullable=False),
+    sa.Column("superstep", sa.Integer, nullable=False),
+    sa.Column("messages_sent", sa.BigInteger, nullable=False, default=0),
+    sa.Column("vertices_changed", sa.BigInteger, nullable=False, default=0),
+    sa.Column("active_vertices", sa.BigInteger, nullable=False, default=0),
+    sa.Column("elapsed_ms", sa.Float, nullable=False, default=0.0),
+    sa.Column("halted_by", sa.String(32), nullable=True),
+    sa.Column("checkpointed", sa.Boolean, nullable=False, default=True),
+    sa.Column("resumed", sa.Boolean, nullable=False, default=False),
+    sa.Index("ix_lg_supersteps_job_window", "job", "window"),
+)
+"""The supersteps of graph operators' iteration cycles, per cycle attempt (``resumed``: done by an
+earlier attempt of the window, which this one resumed from)."""
+
 checkpoints_table = sa.Table(
     "lg_checkpoints",
     metadata,

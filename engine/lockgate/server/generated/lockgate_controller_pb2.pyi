@@ -293,6 +293,48 @@ class ListTransitionsResponse(_message.Message):
     transitions: _containers.RepeatedCompositeFieldContainer[Transition]
     def __init__(self, transitions: _Optional[_Iterable[_Union[Transition, _Mapping]]] = ...) -> None: ...
 
+class ListSuperstepsRequest(_message.Message):
+    __slots__ = ("job", "window")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_FIELD_NUMBER: _ClassVar[int]
+    job: str
+    window: int
+    def __init__(self, job: _Optional[str] = ..., window: _Optional[int] = ...) -> None: ...
+
+class Superstep(_message.Message):
+    __slots__ = ("job", "window", "attempt", "operator", "superstep", "messages_sent", "vertices_changed", "active_vertices", "elapsed_ms", "halted_by", "checkpointed", "resumed")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    SUPERSTEP_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_SENT_FIELD_NUMBER: _ClassVar[int]
+    VERTICES_CHANGED_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_VERTICES_FIELD_NUMBER: _ClassVar[int]
+    ELAPSED_MS_FIELD_NUMBER: _ClassVar[int]
+    HALTED_BY_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINTED_FIELD_NUMBER: _ClassVar[int]
+    RESUMED_FIELD_NUMBER: _ClassVar[int]
+    job: str
+    window: int
+    attempt: int
+    operator: str
+    superstep: int
+    messages_sent: int
+    vertices_changed: int
+    active_vertices: int
+    elapsed_ms: float
+    halted_by: str
+    checkpointed: bool
+    resumed: bool
+    def __init__(self, job: _Optional[str] = ..., window: _Optional[int] = ..., attempt: _Optional[int] = ..., operator: _Optional[str] = ..., superstep: _Optional[int] = ..., messages_sent: _Optional[int] = ..., vertices_changed: _Optional[int] = ..., active_vertices: _Optional[int] = ..., elapsed_ms: _Optional[float] = ..., halted_by: _Optional[str] = ..., checkpointed: _Optional[bool] = ..., resumed: _Optional[bool] = ...) -> None: ...
+
+class ListSuperstepsResponse(_message.Message):
+    __slots__ = ("supersteps",)
+    SUPERSTEPS_FIELD_NUMBER: _ClassVar[int]
+    supersteps: _containers.RepeatedCompositeFieldContainer[Superstep]
+    def __init__(self, supersteps: _Optional[_Iterable[_Union[Superstep, _Mapping]]] = ...) -> None: ...
+
 class GetPlanRequest(_message.Message):
     __slots__ = ("job", "plan_version")
     JOB_FIELD_NUMBER: _ClassVar[int]

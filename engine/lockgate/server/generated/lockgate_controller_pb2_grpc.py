@@ -99,6 +99,11 @@ class ControllerStub:
                 request_serializer=lockgate__controller__pb2.JobRequest.SerializeToString,
                 response_deserializer=lockgate__controller__pb2.ListTransitionsResponse.FromString,
                 _registered_method=True)
+        self.ListSupersteps = channel.unary_unary(
+                '/lockgate.v1.Controller/ListSupersteps',
+                request_serializer=lockgate__controller__pb2.ListSuperstepsRequest.SerializeToString,
+                response_deserializer=lockgate__controller__pb2.ListSuperstepsResponse.FromString,
+                _registered_method=True)
         self.GetPlan = channel.unary_unary(
                 '/lockgate.v1.Controller/GetPlan',
                 request_serializer=lockgate__controller__pb2.GetPlanRequest.SerializeToString,
@@ -217,6 +222,13 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListSupersteps(self, request, context):
+        """The supersteps of a job's graph operators (their iteration cycles), of one window or all.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetPlan(self, request, context):
         """A job's logical and physical plans (its current plan version unless one is named).
         """
@@ -320,6 +332,11 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.ListTransitions,
                     request_deserializer=lockgate__controller__pb2.JobRequest.FromString,
                     response_serializer=lockgate__controller__pb2.ListTransitionsResponse.SerializeToString,
+            ),
+            'ListSupersteps': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSupersteps,
+                    request_deserializer=lockgate__controller__pb2.ListSuperstepsRequest.FromString,
+                    response_serializer=lockgate__controller__pb2.ListSuperstepsResponse.SerializeToString,
             ),
             'GetPlan': grpc.unary_unary_rpc_method_handler(
                     servicer.GetPlan,
@@ -698,6 +715,33 @@ class Controller:
             '/lockgate.v1.Controller/ListTransitions',
             lockgate__controller__pb2.JobRequest.SerializeToString,
             lockgate__controller__pb2.ListTransitionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSupersteps(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lockgate.v1.Controller/ListSupersteps',
+            lockgate__controller__pb2.ListSuperstepsRequest.SerializeToString,
+            lockgate__controller__pb2.ListSuperstepsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -7,6 +7,8 @@ Points, in round order: ``before_run``, ``before_stage``, ``after_stage``,
 ``mid_commit`` (after the first sink, by name, committed; needs two sinks or more),
 ``after_commit``, ``after_checkpoint``. The commit points also fire while a restarted
 run replays a staged window's commit, so a crash during recovery can be aimed at too.
+Inside a round, ``mid_iteration`` fires in a graph computation's iteration cycle once
+superstep ``LOCKGATE_FAULT_SUPERSTEP`` (default 2) of that window is complete.
 
 The process group is killed only when this process leads it (``start_new_session``,
 as a test or a supervisor starts a run); otherwise only this process is killed, and the
@@ -25,21 +27,24 @@ import os
 import signal
 import time
 
-from ..errors import InvalidArgumentError
+from .errors import InvalidArgumentError
 
 POINTS = ("before_run", "before_stage", "after_stage", "mid_commit", "after_commit", "after_checkpoint")
+#: crash points inside a round's iteration cycle (graph computations)
+ITERATION_POINTS = ("mid_iteration",)
 
 ENV = "LOCKGATE_FAULT"
 PAUSE_ENV = "LOCKGATE_FAULT_PAUSE"
+SUPERSTEP_ENV = "LOCKGATE_FAULT_SUPERSTEP"
 
 
 def parse(spec: str) -> tuple[str, int | None]:
     """``(point, window)`` of a ``LOCKGATE_FAULT`` value (window None: any window)."""
     point, sep, window = spec.strip().partition(":")
-    if point not in POINTS or (sep and not window.strip().lstrip("-").isdigit()):
+    if point not in POINTS + ITERATION_POINTS or (sep and not window.strip().lstrip("-").isdigit()):
         raise InvalidArgumentError(
             f"{ENV}={spec!r}: expected <point>[:<window>], the point one of {', '.join(POINTS)} "
-            "and the window an integer, e.g. after_stage:3"
+            f"(or {', '.join(ITERATION_POINTS)}) and the window an integer, e.g. after_stage:3"
         )
     return point, (int(window) if sep else None)
 
@@ -67,3 +72,16 @@ def maybe_crash(point: str, window: int) -> None:
             time.sleep(seconds)
             return
         crash()
+
+
+def maybe_crash_in_iteration(window: int, superstep: int) -> None:
+    """Crash here when ``LOCKGATE_FAULT`` names ``mid_iteration`` (and this window) and
+    ``superstep`` is ``LOCKGATE_FAULT_SUPERSTEP`` (default 2)."""
+    spec = os.environ.get(ENV)
+    if not spec or not spec.strip().startswith("mid_iteration"):
+        return
+    raw = os.environ.get(SUPERSTEP_ENV, "2").strip()
+    if not raw.isdigit():
+        raise InvalidArgumentError(f"{SUPERSTEP_ENV}={raw!r}: expected the superstep to crash after, e.g. 2")
+    if superstep == int(raw):
+        maybe_crash("mid_iteration", window)
