@@ -6,7 +6,9 @@ Airflow's auth manager (:mod:`.access`)::
     GET  /api/jobs                                  the jobs, with lag and rows/s
     GET  /api/jobs/{job}                            one job
     GET  /api/jobs/{job}/plan[?version=]            its logical and physical plans
-    GET  /api/jobs/{job}/cycles?limit=&before=      a page of its window timeline, newest first
+    GET  /api/jobs/{job}/cycles?limit=&before=      a page of its window timeline, newest first (a
+                                                    graph operator's rounds: a summary of their supersteps)
+    GET  /api/jobs/{job}/supersteps?window=&attempt=   the supersteps of a window (repeat window for several)
     GET  /api/jobs/{job}/checkpoints?limit=         its checkpoints (window, size, plan version), newest first
     GET  /api/jobs/{job}/transitions                its state transitions with reasons
     GET  /api/task-instances/{dag_id}/{run_id}/{task_id}?map_index=   the windows each try ran
@@ -49,7 +51,7 @@ from lockgate_provider.plugins.access import (
 )
 from lockgate_provider.plugins.pages import render_page
 from lockgate_provider.plugins.task_tries import task_windows
-from lockgate_provider.plugins.views import cycle_row, job_summary
+from lockgate_provider.plugins.views import cycle_row, job_summary, page_supersteps, superstep_row
 
 STATIC = Path(__file__).resolve().parent / "static"
 STATIC_FILES = {"lockgate.js": "text/javascript", "lockgate.css": "text/css"}
@@ -169,7 +171,28 @@ def create_app() -> FastAPI:
         job: str, lg: LgClient, limit: Annotated[int, Query(ge=1, le=1000)] = 100, before: int | None = None
     ) -> dict[str, Any]:
         page = lg.list_cycles(job, limit=limit, before=before)
-        return {"cycles": [cycle_row(c) for c in page.cycles], "total": page.total, "next_before": page.next_before}
+        steps = page_supersteps(lg, job, page.cycles, page.total)
+        return {"cycles": [cycle_row(c, steps.get((c.window, c.attempt))) for c in page.cycles],
+                "total": page.total, "next_before": page.next_before}
+
+    @app.get("/api/jobs/{job}/supersteps", dependencies=read)
+    def supersteps(
+        job: str, lg: LgClient,
+        window: Annotated[list[int] | None, Query(max_length=1000)] = None,
+        attempt: int | None = None,
+        limit: Annotated[int, Query(ge=1, le=100_000)] = 10_000,
+    ) -> dict[str, Any]:
+        """The supersteps of the job's graph operators: of ``window`` (repeat it for several, e.g.
+        the windows of a timeline page; ``attempt``: of that attempt only), or, without one, of
+        every window (the newest ``limit``; ``total`` counts all), by window, attempt, operator
+        and superstep. A job without graph operators has none."""
+        if window:
+            steps = [s for w in dict.fromkeys(window) for s in lg.list_supersteps(job, window=w)]
+        else:
+            steps = lg.list_supersteps(job)
+        if attempt is not None:
+            steps = [s for s in steps if s.attempt == attempt]
+        return {"job": job, "supersteps": [superstep_row(s) for s in steps[-limit:]], "total": len(steps)}
 
     @app.get("/api/jobs/{job}/checkpoints", dependencies=read)
     def checkpoints(job: str, lg: LgClient, limit: Annotated[int, Query(ge=1, le=10_000)] = 500) -> dict[str, Any]:

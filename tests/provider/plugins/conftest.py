@@ -1,7 +1,8 @@
 """Fixtures of the plugin tests: a real Airflow api-server with the Lockgate plugin loaded
 (from the provider's entry point), on loopback, with Airflow's simple auth manager and three
 users (``admin``, ``viewer`` who may only read, ``editor`` who may edit DAGs), over the
-session's metadata DB; and a small Lockgate pipeline to run into it.
+session's metadata DB; a small Lockgate pipeline to run into it; and a small graph job (connected
+components, two windows), run once per session into a home of its own.
 
 The plugin reads jobs through the Airflow connection ``lockgate_ui`` (``[lockgate]
 ui_conn_id``); tests point it at an embedded Lockgate home or at a ``lockgate server``.
@@ -16,12 +17,16 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
 import pytest
 from loopback import free_port, wait_for
+
+import lockgate
 
 UI_CONN_ID = "lockgate_ui"
 USERS = "admin:admin,viewer:viewer,editor:user"
@@ -49,6 +54,55 @@ def write_pipeline() -> Any:
     """``write_pipeline(folder, name)``: a small Nexmark pipeline (running totals per bidder, to
     Parquet; one-minute windows from 2026-01-01T00:00Z) named ``name``; returns its reference."""
     return _write_pipeline
+
+
+GRAPH_JOB = "graph_ui"
+GRAPH_PIPELINE = '''
+from datetime import datetime, timedelta
+import lockgate as lg
+from lockgate.graph.library import ConnectedComponents
+
+EDGES_DIR = {edges!r}
+pipeline = lg.Pipeline("{name}", cycle_window=timedelta(minutes=1), origin=datetime(2026, 1, 1))
+links = pipeline.source(lg.FileSource(EDGES_DIR, event_time="ts"), name="links")
+g = pipeline.graph(links.select("src", "dst"), name="g")
+g.compute(ConnectedComponents(), name="components").sink(lg.CollectSink("components"), name="components_out")
+'''
+
+
+def _write_edges(folder: Path, windows: int = 2, stars: int = 10, leaves: int = 10) -> None:
+    """``windows`` one-minute windows of edges from 2026-01-01T00:00: in each, ``stars`` new stars
+    of ``leaves`` edges (a center and its leaves; 200 edges by default). Components of diameter
+    two: connected components halts after four supersteps a window."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    src, dst, ts = [], [], []
+    for w in range(windows):
+        for c in range(stars):
+            center = (w * stars + c) * (leaves + 1)
+            for i in range(leaves):
+                src.append(center)
+                dst.append(center + 1 + i)
+                ts.append(datetime(2026, 1, 1) + timedelta(minutes=w, seconds=(c * leaves + i) * 59 / (stars * leaves)))
+    folder.mkdir(parents=True)
+    pq.write_table(pa.table({"src": pa.array(src, pa.int64()), "dst": pa.array(dst, pa.int64()),
+                             "ts": pa.array(ts, pa.timestamp("us"))}), folder / "edges.parquet")
+
+
+@pytest.fixture(scope="session")
+def graph_job(tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
+    """GRAPH_JOB (connected components over the edges of :func:`_write_edges`) run until caught up
+    (windows 0 and 1) on an embedded home of its own, once per session: point the plugin's
+    connection at ``home`` to show it."""
+    root = tmp_path_factory.mktemp("graph")
+    _write_edges(root / "edges")
+    path = root / f"{GRAPH_JOB}.py"
+    path.write_text(GRAPH_PIPELINE.format(edges=str(root / "edges"), name=GRAPH_JOB))
+    client = lockgate.connect("embedded", home=str(root / "home"))
+    result = client.run(f"{path}:pipeline", job=GRAPH_JOB, until_caught_up=True)
+    assert result.state == "FINISHED" and result.windows_run == 2, result
+    return SimpleNamespace(client=client, home=root / "home", job=GRAPH_JOB, windows=[0, 1])
 
 
 class ApiServer:

@@ -2,7 +2,8 @@
 viewers, actions for editors, and what an action does checked through Lockgate's own client.
 
 A real job runs first (embedded: local Spark, SQLite catalog); later a job runs through a
-real ``lockgate server`` and the plugin's connection is switched to it.
+real ``lockgate server`` and the plugin's connection is switched to it, and to the home of a
+graph job (connected components) whose rounds ran supersteps.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from fastapi.routing import APIRoute
 from loopback import wait_for
 
 import lockgate
+from lockgate_provider.plugins import views
 from lockgate_provider.plugins.lockgate import LockgatePlugin
 
 W0 = 29453760  # 2026-01-01T00:00Z in one-minute windows
@@ -55,7 +57,8 @@ def test_the_plugin_has_the_routes_the_pages_use():
     for expected in ("/lockgate/api/jobs", f"/lockgate/api/jobs/{JOB}/cycles", f"/lockgate/api/jobs/{JOB}/plan",
                      f"/lockgate/api/jobs/{JOB}/checkpoints", f"/lockgate/api/jobs/{JOB}/transitions",
                      f"/lockgate/api/jobs/{JOB}/restore", f"/lockgate/api/jobs/{JOB}/stop",
-                     f"/lockgate/api/jobs/{JOB}/restart", "/lockgate/ui/", f"/lockgate/ui/jobs/{JOB}"):
+                     f"/lockgate/api/jobs/{JOB}/restart", f"/lockgate/api/jobs/{JOB}/supersteps", "/lockgate/ui/",
+                     f"/lockgate/ui/jobs/{JOB}"):
         assert expected in paths
 
 
@@ -167,6 +170,75 @@ def test_a_missing_job_and_a_missing_connection_say_what_to_do(api_server, job):
     assert r.status_code == 404 and "nope" in r.json()["detail"]
     r = api_server.request("GET", "/lockgate/api/task-instances/d/r/t", "viewer")
     assert r.status_code == 200 and r.json()["tries"] == []
+
+
+def test_the_timeline_has_the_supersteps_of_a_graph_jobs_windows(api_server, job, graph_job, monkeypatch):
+    graph = graph_job.job
+    truth = graph_job.client.list_supersteps(graph)
+    api_server.connect(extra={"lockgate_home": str(graph_job.home)})
+    try:
+        page = api_server.request("GET", f"/lockgate/api/jobs/{graph}/cycles", "viewer").json()
+        rows = {c["window"]: c for c in page["cycles"]}
+        assert sorted(rows) == graph_job.windows and {c["status"] for c in rows.values()} == {"committed"}
+        for w, row in rows.items():
+            mine = [s for s in truth if s.window == w]
+            ss = row["supersteps"]
+            assert ss["count"] == ss["ran"] == len(mine) >= 3 and ss["resumed"] == ss["not_checkpointed"] == 0
+            assert ss["messages"] == sum(s.messages_sent for s in mine) > 0
+            assert ss["halted_by"] == mine[-1].halted_by == "no_messages" and ss["operators"] == ["components"]
+            assert ss["elapsed_ms"] == pytest.approx(sum(s.elapsed_ms for s in mine), abs=1)
+        # one window's supersteps, in order, the last one halted
+        one = api_server.request("GET", f"/lockgate/api/jobs/{graph}/supersteps?window=1", "viewer").json()
+        steps = one["supersteps"]
+        assert [s["superstep"] for s in steps] == list(range(len(steps))) and one["total"] == len(steps)
+        assert {(s["window"], s["attempt"], s["operator"]) for s in steps} == {(1, 1, "components")}
+        assert steps[1]["messages_sent"] > 0 and all(s["elapsed_ms"] > 0 for s in steps)
+        assert steps[-1]["halted_by"] == "no_messages" and steps[-1]["notes"] == ["halted: no_messages"]
+        assert all(s["halted_by"] is None and s["notes"] == [] and s["checkpointed"] for s in steps[:-1])
+        # several windows (a timeline page), one attempt, every window
+        both = api_server.request("GET", f"/lockgate/api/jobs/{graph}/supersteps?window=0&window=1", "viewer").json()
+        assert [(s["window"], s["superstep"]) for s in both["supersteps"]] == [(s.window, s.superstep) for s in truth]
+        none = api_server.request("GET", f"/lockgate/api/jobs/{graph}/supersteps?window=1&attempt=2", "viewer").json()
+        assert none["supersteps"] == []
+        every = api_server.request("GET", f"/lockgate/api/jobs/{graph}/supersteps?limit=2", "viewer").json()
+        assert every["total"] == len(truth) and [s["superstep"] for s in every["supersteps"]] == [2, 3]
+        assert api_server.request("GET", f"/lockgate/api/jobs/{graph}/supersteps").status_code == 401
+        assert api_server.request("GET", "/lockgate/api/jobs/nope/supersteps", "viewer").status_code == 404
+    finally:
+        api_server.connect(extra={"lockgate_home": str(job.home)})
+    # a long job reads its page's supersteps window by window: the same rows
+    cycles = graph_job.client.list_cycles(graph)
+    at_once = views.page_supersteps(graph_job.client, graph, cycles.cycles, cycles.total)
+    monkeypatch.setattr(views, "SMALL_JOB", 0)
+    assert views.page_supersteps(graph_job.client, graph, cycles.cycles, cycles.total) == at_once
+    assert sorted(at_once) == [(0, 1), (1, 1)]
+    # a job without graph operators: no supersteps
+    rounds = api_server.request("GET", f"/lockgate/api/jobs/{JOB}/cycles", "viewer").json()["cycles"]
+    assert rounds and all(c["supersteps"] is None for c in rounds)
+    assert api_server.request("GET", f"/lockgate/api/jobs/{JOB}/supersteps", "viewer").json()["supersteps"] == []
+
+
+def _step(superstep: int, operator: str = "pr", **kw) -> lockgate.SuperstepInfo:
+    fields = dict(job="j", window=5, attempt=2, operator=operator, superstep=superstep, messages_sent=10,
+                  vertices_changed=3, active_vertices=7, elapsed_ms=100.0, halted_by=None, checkpointed=True,
+                  resumed=False)
+    return lockgate.SuperstepInfo(**{**fields, **kw})
+
+
+def test_a_rounds_supersteps_summary_counts_the_resumed_and_names_each_halt():
+    steps = [_step(0, resumed=True), _step(1, resumed=True), _step(2, checkpointed=False),
+             _step(3, halted_by="max_supersteps"), _step(0, "cc", messages_sent=0), _step(1, "cc", halted_by="no_messages")]
+    ss = views.superstep_summary(steps)
+    assert ss["count"] == 6 and ss["ran"] == 4 and ss["resumed"] == 2 and ss["not_checkpointed"] == 1
+    assert ss["messages"] == 50 and ss["elapsed_ms"] == 400.0 and ss["operators"] == ["pr", "cc"]
+    assert ss["halts"] == {"pr": "max_supersteps", "cc": "no_messages"}
+    assert ss["halted_by"] == "pr: max_supersteps, cc: no_messages"
+    assert views.superstep_summary([]) is None
+    assert views.superstep_summary(steps[:4])["halted_by"] == "max_supersteps"
+    assert views.superstep_row(steps[0])["notes"] == ["resumed"]
+    assert views.superstep_row(steps[2])["notes"] == ["not checkpointed"]
+    assert views.superstep_row(_step(9, halted_by="no_change", resumed=True, checkpointed=False))["notes"] == [
+        "halted: no_change", "resumed", "not checkpointed"]
 
 
 def test_the_plugin_reads_a_controller_through_the_connection(api_server, job, controller, write_pipeline,

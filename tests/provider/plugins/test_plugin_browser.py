@@ -1,7 +1,8 @@
 """The plugin's pages in a real browser: headless Chromium (Debian's ``chromium``, driven by
 Playwright pointed at it) on a real api-server, after a real run of the example DAG
 ``lockgate_failure_demo`` (a try fails in window 4, its retry resumes there) on the embedded
-engine, and after a job run through a real ``lockgate server``.
+engine, after a job run through a real ``lockgate server``, and for a graph job whose rounds ran
+supersteps.
 
 Each test writes a screenshot under ``test-output/screenshots`` (``$LOCKGATE_TEST_OUTPUT``).
 """
@@ -100,9 +101,10 @@ def _frame(page):
 
 
 def _statuses(frame, table: str = "#timeline") -> dict[int, list[str]]:
-    frame.locator(f"{table} tbody tr").first.wait_for()
+    rows = frame.locator(f"{table} > tbody > tr[data-status]")  # not a round's supersteps, shown below it
+    rows.first.wait_for()
     out: dict[int, list[str]] = {}
-    for row in frame.locator(f"{table} tbody tr").all():
+    for row in rows.all():
         out.setdefault(int(row.get_attribute("data-window")), []).append(row.get_attribute("data-status"))
     return out
 
@@ -120,6 +122,7 @@ def test_the_job_page_shows_the_committed_and_failed_windows_of_the_run(editor, 
     assert committed == set(range(W0, W0 + 5))
     assert {w for w, s in statuses.items() if "committed" in s} == committed
     assert statuses[W0 + 3] == ["committed", "failed"]  # newest first: the retry's round, then the failed one
+    assert "Supersteps" not in frame.locator("#timeline thead").inner_text()  # no graph operator
     assert "/plugin/lockgate/lockgate/ui/jobs/failure_demo" in editor.url  # Airflow's URL follows the page
     editor.screenshot(path=str(screenshots / "lockgate-job-timeline.png"), full_page=True)
 
@@ -137,6 +140,43 @@ def test_the_plan_graph_renders_both_plans(editor, api_server, demo, screenshots
     box = frame.locator("#logical-plan").bounding_box()
     assert box is not None and box["width"] > 400 and box["height"] > 50
     editor.screenshot(path=str(screenshots / "lockgate-job-plan.png"))
+
+
+def test_the_timeline_shows_the_supersteps_of_a_graph_jobs_window(editor, api_server, demo, graph_job, screenshots):
+    steps = [s for s in graph_job.client.list_supersteps(graph_job.job) if s.window == 1]
+    api_server.connect(extra={"lockgate_home": str(graph_job.home)})
+    try:
+        editor.goto(f"{api_server.base}/plugin/lockgate/lockgate/ui/jobs/{graph_job.job}")
+        frame = _frame(editor)
+        assert _statuses(frame) == {0: ["committed"], 1: ["committed"]}
+        assert "Supersteps" in frame.locator("#timeline thead").inner_text()
+        cell = frame.locator("#timeline > tbody > tr[data-window='1'] td.ss-cell")
+        line = cell.inner_text()
+        assert f"{len(steps)} supersteps" in line and "halted: no messages" in line, line
+        assert f"{sum(s.messages_sent for s in steps):,} messages" in line, line
+        cell.locator("button.ss-toggle").click()
+        table = frame.locator("#supersteps-1-1")
+        rows = table.locator("tbody tr")
+        rows.first.wait_for()
+        assert rows.count() == len(steps)
+        for s, texts in zip(steps, (r.locator("td").all_inner_texts() for r in rows.all()), strict=True):
+            assert texts[:4] == ["components", str(s.superstep), f"{s.messages_sent:,}", f"{s.vertices_changed:,}"]
+        assert "halted: no messages" in rows.last.inner_text()
+        assert all("halted" not in r.inner_text() for r in rows.all()[:-1])
+        # a bar per superstep: the slowest one's time and the busiest one's messages fill theirs
+        slowest = max(steps, key=lambda s: s.elapsed_ms).superstep
+        busiest = max(steps, key=lambda s: s.messages_sent).superstep
+        assert table.locator(f"tr[data-superstep='{slowest}'] .ss-ms").bounding_box()["width"] == pytest.approx(120, abs=1)
+        assert table.locator(f"tr[data-superstep='{busiest}'] .ss-msg").bounding_box()["width"] == pytest.approx(120, abs=1)
+        assert table.locator("tr[data-superstep='0'] .ss-msg").bounding_box()["width"] <= 2  # superstep 0 sends none
+        editor.screenshot(path=str(screenshots / "lockgate-job-supersteps.png"), full_page=True)
+        cell.locator("button.ss-toggle").click()  # folds it again
+        assert table.is_hidden()
+        frame.locator("button[data-tab=Plan]").click()
+        assert "supersteps of components in every round of cycle_1 until no messages" in frame.locator(
+            "#physical-plan").inner_text()
+    finally:
+        api_server.connect(extra={"lockgate_home": str(demo.home)})
 
 
 def test_the_task_instance_view_shows_the_failed_try_and_the_resumed_retry(editor, api_server, demo, screenshots):

@@ -1,5 +1,5 @@
-// Lockgate's pages inside Airflow: the jobs list, a job (plans, window timeline,
-// checkpoints, transitions, actions) and the windows of one task instance's tries.
+// Lockgate's pages inside Airflow: the jobs list, a job (plans, window timeline with a graph
+// operator's supersteps, checkpoints, transitions, actions) and the windows of one task instance's tries.
 // Everything comes from the plugin's API (same origin, Airflow's session cookie).
 "use strict";
 
@@ -133,7 +133,9 @@ function physicalPlan(physical) {
   const chains = Object.fromEntries(physical.chains.map((c) => [c.id, c]));
   const groups = Object.fromEntries(physical.groups.map((g) => [g.id, g]));
   return el("div", { id: "physical-plan" }, physical.cycles.map((cy) => el("div", { class: "card" },
-    el("div", {}, el("b", {}, cy.id), el("span", { class: "muted" }, ` · ${cy.mode} · one round per window · heads: ${cy.heads.join(", ")} · tails: ${cy.tails.join(", ")}`)),
+    el("div", {}, el("b", {}, cy.id), el("span", { class: "muted" }, cy.mode === "iteration"
+      ? ` · ${cy.mode} · supersteps of ${cy.operator} in every round of ${cy.parent}${(cy.settings || {}).halt_when ? ` until ${human(cy.settings.halt_when)}` : ""}`
+      : ` · ${cy.mode} · one round per window · heads: ${cy.heads.join(", ")} · tails: ${cy.tails.join(", ")}`)),
     el("div", { class: "physical" }, cy.groups.map((gid) => el("div", { class: "group" },
       el("h4", {}, `${gid} · ends at ${groups[gid].boundary}`),
       groups[gid].chains.map((cid) => el("div", { class: "chain" },
@@ -153,14 +155,73 @@ const legend = () => el("div", { class: "legend" }, PHASES.map((p) => el("span",
 // the error in a line; the whole of it (Python and JVM traceback) one click away
 const errorCell = (r) => el("details", {}, el("summary", {}, r.error_summary || "error"), el("pre", { class: "trace" }, r.error));
 
-function roundsTable(rows, id) {
+// -- supersteps of a round (graph operators' iteration cycles) ------------------------------
+const human = (s) => String(s || "").replace(/_/g, " ");
+const plural = (n, word) => `${num(n)} ${word}${n === 1 ? "" : "s"}`;
+
+function superstepNotes(notes) {
+  return notes.map((n) => el("span", { class: `note n-${slug(n.split(":")[0])}` }, human(n)));
+}
+
+function superstepsTable(steps, id) {
+  const msMax = Math.max(1, ...steps.map((s) => s.elapsed_ms)), msgMax = Math.max(1, ...steps.map((s) => s.messages_sent));
+  const bar = (cls, v, max, what) => el("i", { class: cls, style: `width:${Math.max(1, Math.round(120 * v / max))}px`, title: what });
+  return el("table", { class: "supersteps", id },
+    el("thead", {}, el("tr", {}, [["Operator"], ["Superstep", "num"], ["Messages", "num"], ["Changed", "num"], ["Active", "num"],
+      ["ms", "num"], [el("span", {}, el("i", { class: "key ss-ms" }), "time ", el("i", { class: "key ss-msg" }), "messages")], ["Notes"]]
+      .map(([h, cls]) => el("th", { class: cls || null }, h)))),
+    el("tbody", {}, steps.map((s) => el("tr", { "data-superstep": s.superstep, "data-operator": s.operator, class: s.resumed ? "resumed" : null },
+      el("td", { class: "mono" }, s.operator), el("td", { class: "num" }, s.superstep),
+      el("td", { class: "num" }, num(s.messages_sent)), el("td", { class: "num" }, num(s.vertices_changed)),
+      el("td", { class: "num" }, num(s.active_vertices)), el("td", { class: "num" }, num(Math.round(s.elapsed_ms))),
+      el("td", {}, el("div", { class: "ss-bars" }, bar("ss-ms", s.elapsed_ms, msMax, `${Math.round(s.elapsed_ms)} ms`),
+        bar("ss-msg", s.messages_sent, msgMax, `${num(s.messages_sent)} messages`))),
+      el("td", {}, superstepNotes(s.notes))))));
+}
+
+// the round's supersteps in a line ("4 supersteps, halted: no messages"); a click shows them all
+function superstepsCell(r, job, columns) {
+  const ss = r.supersteps;
+  if (!ss) return el("td", { class: "muted" }, "");
+  const extra = [`${plural(ss.messages, "message")}`];
+  if (ss.resumed) extra.push(`${ss.resumed} resumed`);
+  if (ss.not_checkpointed) extra.push(`${ss.not_checkpointed} not checkpointed`);
+  const toggle = el("button", { class: "ss-toggle", "aria-expanded": "false", title: "show the supersteps of this round" },
+    el("span", { class: "caret" }, "▸"), ` ${plural(ss.count, "superstep")}`);
+  toggle.addEventListener("click", async () => {
+    const row = toggle.closest("tr");
+    const open = toggle.getAttribute("aria-expanded") === "true";
+    toggle.setAttribute("aria-expanded", String(!open));
+    let detail = row.nextElementSibling;
+    if (detail && detail.classList.contains("ss-detail")) { detail.hidden = open; return; }
+    const cell = el("td", { colspan: columns }, el("p", { class: "muted small" }, "Loading…"));
+    detail = el("tr", { class: "ss-detail", "data-for-window": r.window, "data-for-attempt": r.attempt }, cell);
+    row.after(detail);
+    try {
+      const q = new URLSearchParams({ window: r.window, attempt: r.attempt });
+      const { supersteps } = await api(`/jobs/${encodeURIComponent(job)}/supersteps?${q}`);
+      put(cell, el("div", { class: "small muted ss-caption" }, `Supersteps of window ${r.window}, try ${r.attempt}: `,
+        `${ss.operators.join(", ")} · ${plural(ss.ran, "superstep")} run by this try`, ss.resumed ? `, ${ss.resumed} resumed from an earlier try` : "",
+        ` · ${num(Math.round(ss.elapsed_ms))} ms`), superstepsTable(supersteps, `supersteps-${r.window}-${r.attempt}`));
+    } catch (err) {
+      fail(cell, err);
+    }
+  });
+  return el("td", { class: "ss-cell" }, toggle,
+    el("div", { class: "small muted" }, ss.halted_by ? `halted: ${human(ss.halted_by)}` : "did not halt", ` · ${extra.join(" · ")}`));
+}
+
+function roundsTable(rows, id, job) {
   const scale = Math.max(1, ...rows.map((r) => r.phases.reduce((s, [, ms]) => s + ms, 0)));
+  const graph = rows.some((r) => r.supersteps);  // a graph operator's rounds: their supersteps too
+  const heads = [["Window"], ["Window start"], ["Try"], ["Status"], ["Phases (ms)"], graph ? ["Supersteps"] : null,
+    ["Rows in", "num"], ["Rows out", "num"], ["Late", "num"], ["Started"], ["Duration", "num"], ["Error"]].filter(Boolean);
   return el("div", { class: "scroll" }, el("table", { id },
-    el("thead", {}, el("tr", {}, ["Window", "Window start", "Try", "Status", "Phases (ms)", "Rows in", "Rows out", "Late",
-      "Started", "Duration", "Error"].map((h, i) => el("th", { class: i >= 5 && i <= 7 || i === 9 ? "num" : null }, h)))),
-    el("tbody", {}, rows.map((r) => el("tr", { "data-window": r.window, "data-status": r.status },
+    el("thead", {}, el("tr", {}, heads.map(([h, cls]) => el("th", { class: cls || null }, h)))),
+    el("tbody", {}, rows.map((r) => el("tr", { "data-window": r.window, "data-status": r.status, "data-attempt": r.attempt },
       el("td", { class: "mono" }, r.window), el("td", { class: "when" }, time(r.window_start)), el("td", { class: "num" }, r.attempt),
       el("td", {}, badge(r.status)), el("td", {}, phaseBar(r, scale)),
+      graph ? superstepsCell(r, job, heads.length) : null,
       el("td", { class: "num" }, num(r.rows_in)), el("td", { class: "num" }, num(r.rows_out)),
       el("td", { class: "num" }, num(r.late_rows)), el("td", { class: "when" }, time(r.started)),
       el("td", { class: "num" }, r.finished ? dur(r.duration_ms / 1000) : "—"),
@@ -184,7 +245,7 @@ async function timeline(where, job) {
         el("span", { class: "muted", id: "timeline-range" }, page.total ? `rounds ${first}–${last} of ${page.total}, newest first` : "no rounds yet")),
       el("div", { class: "strip", title: "this page's rounds, oldest left" },
         [...page.cycles].reverse().map((r) => el("span", { class: `s-${slug(r.status)}`, title: `window ${r.window} try ${r.attempt}: ${r.status}` }))),
-      legend(), roundsTable(page.cycles, "timeline"));
+      legend(), roundsTable(page.cycles, "timeline", job));
   }
   await load();
 }
@@ -306,7 +367,7 @@ async function taskPage() {
         el("span", { class: "muted small" }, ` ${time(tr.start_date)} → ${time(tr.end_date)}`)),
       el("p", { class: "story" }, story.join("; ")),
       tr.failed_error ? el("div", { class: "error small" }, tr.failed_error) : null,
-      tr.rounds.length ? roundsTable(tr.rounds, `rounds-${tr.try_number}`) : null);
+      tr.rounds.length ? roundsTable(tr.rounds, `rounds-${tr.try_number}`, t.job) : null);
   });
   put(app, 
     el("h1", {}, `Lockgate windows of ${t.task_id}`),
