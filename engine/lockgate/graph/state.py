@@ -30,7 +30,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 
 from lockgate import filesystems as lfs
 
@@ -132,6 +134,15 @@ class StateFolder:
         """The last complete superstep, or ``None`` when none is."""
         done = self.completed()
         return done[-1] if done else None
+
+    def write_state(self, superstep: int, table: pa.Table) -> None:
+        """Write a superstep's state collected on the driver as one Parquet file (replacing any
+        files a killed attempt left in its folder)."""
+        folder = self._file(superstep_dir(superstep))
+        lfs.delete_path(self.fs, folder)
+        self.fs.create_dir(folder, recursive=True)
+        with self.fs.open_output_stream(f"{folder}/part-00000-driver.parquet") as out:
+            pq.write_table(table, out)
 
     def delete_superstep(self, superstep: int) -> None:
         """Delete a superstep's state (its record first, so it is never seen half deleted)."""

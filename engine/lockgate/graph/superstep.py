@@ -39,7 +39,19 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, LongType, NullType, Row, StructType
+from pyspark.sql.types import (
+    BooleanType,
+    DataType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    NullType,
+    Row,
+    ShortType,
+    StringType,
+    StructType,
+)
 
 from lockgate.graph.compute import (
     AggregateContext,
@@ -66,6 +78,10 @@ if TYPE_CHECKING:
 VALUE, INBOX, COUNT, OUT_DEGREE, IN_DEGREE = "__value", "__inbox", "__n", "__out_degree", "__in_degree"
 _INTERNAL = (VALUE, INBOX, COUNT, OUT_DEGREE, IN_DEGREE)
 _FORMAT = 1
+#: column types the driver path writes with pyarrow exactly as Spark reads them back
+_PLAIN = (BooleanType, ShortType, IntegerType, LongType, FloatType, DoubleType, StringType)
+#: graphs of at most this many vertices have their superstep state written from the driver
+DRIVER_VERTICES = 200_000
 
 
 @dataclass(frozen=True)
@@ -188,7 +204,8 @@ class SuperstepDriver:
     ``checkpoint_every=k`` writes the state to the folder (a checkpoint a resume starts from)
     every ``k`` supersteps and at the last one; the supersteps between are held by Spark alone
     (``localCheckpoint``: the lineage is cut all the same). ``tag`` is recorded in the folder's
-    manifest (:meth:`tag_of` reads it back): what the computation started from.
+    manifest (:meth:`tag_of` reads it back): what the computation started from. The state of a
+    graph of at most ``driver_vertices`` vertices is collected and written from the driver.
 
     >>> # driver = SuperstepDriver(PageRank(), "/tmp/pr", spark=spark, on_superstep=record)
     >>> # result = driver.run(edges); result.output
@@ -205,6 +222,7 @@ class SuperstepDriver:
         keep_last: int | None = None,
         checkpoint_every: int = 1,
         tag: dict[str, Any] | None = None,
+        driver_vertices: int = DRIVER_VERTICES,
     ):
         if not isinstance(program, VertexProgram):
             raise ProgramReturnError(
@@ -225,6 +243,10 @@ class SuperstepDriver:
         self.tag = tag
         #: supersteps held by Spark alone (not checkpointed), by superstep
         self._held: dict[int, DataFrame] = {}
+        #: a graph of at most this many vertices (of plain column types) is written from the driver:
+        #: collected with ``toArrow`` and written as one Parquet file, which saves a distributed
+        #: write and its commit per superstep (0: always Spark)
+        self.driver_vertices = driver_vertices
         if program.halt_when is None and self.max_supersteps is None and not program.has_converged():
             raise NoHaltingRuleError(
                 f"{program.name} has no halting rule and no bound: it would run supersteps forever. "
@@ -423,7 +445,7 @@ class SuperstepDriver:
             done.append(stats)
             self._after(stats)
         if stats.superstep in self._held:  # stopped (stop_after) between checkpoints: write where it stopped
-            self._held[stats.superstep].write.mode("overwrite").parquet(self.folder.superstep_uri(stats.superstep))
+            self._persist(self._held[stats.superstep], stats.superstep)
             self._held.clear()
             stats = SuperstepStats(**{**stats.__dict__, "checkpointed": True})
             self.folder.write_record(stats.superstep, stats.to_json())
@@ -609,6 +631,15 @@ class SuperstepDriver:
         changed = new.withColumn("__changed", ~F.col(VALUE).eqNullSafe(F.col("__old")))
         return self._write(s, new, changed, started)
 
+    def _persist(self, frame: DataFrame, s: int) -> None:
+        """Write superstep ``s``'s state: from the driver for a small graph, else by Spark."""
+        assert self._state_schema is not None
+        small = 0 < self._num_vertices <= self.driver_vertices
+        if small and all(isinstance(f.dataType, _PLAIN) for f in self._state_schema.fields):
+            self.folder.write_state(s, frame.toArrow())
+        else:
+            frame.write.mode("overwrite").parquet(self.folder.superstep_uri(s))
+
     def _write(self, s: int, new: DataFrame, changed: DataFrame, started: float) -> SuperstepStats:
         """Write superstep ``s``'s state (``new`` has ``__old`` and ``__active``; ``changed``
         adds ``__changed``), with its stats observed in the same job, then decide whether to halt."""
@@ -639,7 +670,7 @@ class SuperstepDriver:
         self.last_superstep_frame = frame
         written = s == 0 or s % self.checkpoint_every == 0
         if written:
-            frame.write.mode("overwrite").parquet(self.folder.superstep_uri(s))
+            self._persist(frame, s)
         else:  # held by Spark: the lineage is cut, the folder is not written
             self._held = {s: frame.localCheckpoint(eager=True)}
         metrics = observation.get
@@ -665,7 +696,7 @@ class SuperstepDriver:
             elif self.max_supersteps is not None and s >= self.max_supersteps:
                 halted_by = "max_supersteps"
         if halted_by is not None and not written:  # the final state is always checkpointed
-            self._held[s].write.mode("overwrite").parquet(self.folder.superstep_uri(s))
+            self._persist(self._held[s], s)
             self._held.clear()
             written = True
         elapsed = round((time.perf_counter() - started) * 1000, 1)

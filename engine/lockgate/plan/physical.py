@@ -144,6 +144,9 @@ class ExecutionGraph:
             for gid in cycle.groups:
                 if gid not in self.groups:
                     raise CompileError(f"{cycle.id} runs group '{gid}', which the execution graph does not have")
+            if cycle.parent is None and cycle.mode != STREAM:
+                raise CompileError(f"{cycle.id} is a top-level {cycle.mode!r} cycle: only {STREAM!r} cycles "
+                                   "run rounds of their own; an iteration cycle needs its parent")
         for cycle in self.top_cycles:
             for gid in cycle.groups:
                 if gid not in self.groups:
@@ -180,9 +183,6 @@ class ExecutionGraph:
         seen: dict[str, str] = {}
         for cycle in self.cycles:
             if cycle.parent is None:
-                if cycle.mode != STREAM:
-                    raise CompileError(f"{cycle.id} is a top-level {cycle.mode!r} cycle: only {STREAM!r} cycles "
-                                       "run rounds of their own; an iteration cycle needs its parent")
                 continue
             op = cycle.operator
             if cycle.mode != ITERATION or cycle.parent not in top:

@@ -117,9 +117,9 @@ def graph_compute(
     new_vertices, all_vertices = _vertices(ctx, v, vertices_in)
     previous_state = ctx.state(v.id, VALUES)
     previous = None if previous_state is None else previous_state.select(("id",))
-    if previous is not None and _is_empty(new_edges) and _is_empty(new_vertices):
-        # nothing new: the result is the previous window's, and nothing is emitted
-        empty = ctx.spark.createDataFrame([], previous.schema)
+    if _is_empty(new_edges) and _is_empty(new_vertices):
+        # nothing new: the result is the previous window's (none yet: an empty graph), nothing is emitted
+        empty = ctx.spark.createDataFrame([], _values_schema(ctx, v, program, edges_in, vertices_in, previous))
         return _as_of(ctx, program.finish(_state_rows(empty, all_vertices)))
     all_edges = new_edges if old_edges is None else old_edges.unionByName(new_edges)
 
@@ -155,6 +155,20 @@ def graph_compute(
         ctx.set_state(v.id, StateDelta(new_vertices, ("id",)), VERTICES)
     emitted = final if cfg.get("emit") == "all" else final.join(changed.select("id"), "id", "left_semi")
     return _as_of(ctx, program.finish(emitted))
+
+
+def _values_schema(
+    ctx: CycleContext, v: PipelineVertex, program: Any, edges_in: DataFrame, vertices_in: DataFrame | None,
+    previous: DataFrame | None,
+) -> Any:
+    """The ``id, value`` columns of the operator's values (from its state, or from its program)."""
+    if previous is not None:
+        return previous.schema
+    from ..graph.probe import probe_program
+
+    state_schema, _ = probe_program(ctx.spark, program, edges_in.schema,
+                                    None if vertices_in is None else vertices_in.schema)
+    return ctx.spark.createDataFrame([], state_schema).select("id", "value").schema
 
 
 def _state_rows(values: DataFrame, vertices: DataFrame | None) -> DataFrame:

@@ -227,5 +227,5 @@ def test_a_runner_refuses_an_execution_graph_it_cannot_run(tmp_path, spark):
         _runner(spark, _with_groups(plan, ["group_1", "group_2"]), tmp_path, "dropped")
     streamless = copy.deepcopy(plan.execution)
     streamless.cycles[0].mode = "iterator"
-    with pytest.raises(CompileError, match=r"cycle_1 is a 'iterator' cycle: this runtime runs 'stream' cycles only"):
+    with pytest.raises(CompileError, match=r"cycle_1 is a top-level 'iterator' cycle: only 'stream' cycles run rounds"):
         _runner(spark, dataclasses.replace(plan, execution=streamless), tmp_path, "iterator")
