@@ -94,3 +94,46 @@ def test_continuous_pipeline_sensor_and_the_report_dag_gated_by_its_asset(lg_env
     assert out["through_window"] == cp["window"] and out["bids"] == _bids(0, 50 * 180)
     assert len(out["top_auctions"]) == 5
     assert (lg_env.out / "nexmark_live" / f"report-{cp['window']}.json").exists()
+
+
+def test_daily_graph_dag_ranks_and_components_equal_networkx_and_a_failed_try_resumes(lg_env, run_dag):
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    import networkx as nx
+    import pyarrow.parquet as pq
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine" / "graph"))
+    from graphref import nx_components, nx_pagerank
+
+    spec = importlib.util.spec_from_file_location(
+        "graph_daily_dag", Path(__file__).resolve().parents[2] / "dags" / "lockgate_graph_daily.py")
+    dag_module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(dag_module)
+
+    links: list = []
+    for day, fail in ((1, ""), (2, "2026-01-02")):
+        logical = datetime(2026, 1, day, tzinfo=UTC)
+        res = run_dag("lockgate_graph_daily", logical_date=logical, conf={"fail_on": fail})
+        assert res.state == "success", res.tasks
+        assert res.tries("run_day") == (2 if fail else 1)  # the armed day failed once; its retry resumed
+        links += dag_module.day_links(logical)
+        graph = nx.DiGraph(links)
+        out = lg_env.out / "graph_daily"
+        ranks = {r["id"]: r["rank"] for r in pq.read_table(out / "ranks" / "_current" / "current.parquet").to_pylist()}
+        want = nx_pagerank(graph)
+        assert ranks.keys() == want.keys() and max(abs(ranks[v] - want[v]) for v in want) < 1e-6
+        components = pq.read_table(out / "components" / "_current" / "current.parquet").to_pylist()
+        assert {r["id"]: r["component"] for r in components} == nx_components(graph)
+        summary = res.xcom("report")
+        assert summary["pages"] == graph.number_of_nodes()
+        assert summary["components"] == nx.number_weakly_connected_components(graph)
+    assert not (lg_env.out / "graph_daily" / "armed").exists()  # the failure happened
+    import lockgate
+
+    with lockgate.connect("embedded", home=str(lg_env.home)) as client:
+        w1 = int(datetime(2026, 1, 2, tzinfo=UTC).timestamp()) // 86_400
+        attempts = {s.attempt for s in client.list_supersteps("graph_daily", w1)}
+        assert attempts == {2}, "the failed try ran no superstep: it failed before the graph"
+        assert [c.window for c in client.list_checkpoints("graph_daily")] == [w1 - 1, w1]

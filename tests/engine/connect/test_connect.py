@@ -348,3 +348,23 @@ def test_restore_after_kill_9(
     assert sc.checkpoints() == [(w, CheckpointStatus.COMPLETE) for w in WINDOWS]
     print("\n" + "\n".join(f"  {what:<28} {t:6.1f}s" for what, t in timings))
 
+
+
+def test_a_graph_pipeline_runs_its_iteration_cycles_on_spark_connect(connect_server: str, tmp_path: Path) -> None:
+    """Components and a traversal (supersteps, localCheckpoint, observations) on ``sc://``."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "graph"))
+    from graphref import GRAPH_WINDOW, check_graph_outputs, write_graph_pipeline
+
+    ref, edges, starts = write_graph_pipeline(tmp_path)
+    home = tmp_path / "home"
+    proc = subprocess.run(
+        [sys.executable, "-c", EMBEDDED_RUN, str(home), ref, "graph_connect", str(GRAPH_WINDOW), str(GRAPH_WINDOW),
+         connect_server],
+        env=_env(), cwd=tmp_path, capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
+    )
+    assert proc.returncode == 0, f"the Connect run failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}"
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["state"] == "FINISHED"
+    with lockgate.connect("embedded", home=str(home)) as client:
+        check_graph_outputs(client.read_sink, "graph_connect", edges, starts)
+        steps = client.list_supersteps("graph_connect", GRAPH_WINDOW)
+    assert {s.operator for s in steps} == {"components", "hops"} and steps[-1].halted_by is not None

@@ -78,3 +78,57 @@ def nx_components(g: nx.DiGraph) -> dict[int, int]:
 
 def nx_distances(g: nx.DiGraph, source: int) -> dict[int, float]:
     return dict(nx.single_source_dijkstra_path_length(g, source, weight="weight"))
+
+
+GRAPH_PIPELINE = '''
+from datetime import timedelta
+import lockgate as lg
+from lockgate.graph.library import ConnectedComponents
+
+pipeline = lg.Pipeline("graph_remote", cycle_window=timedelta(minutes=1))
+links = pipeline.source(lg.FileSource({edges!r}, event_time="ts"), name="links")
+requests = pipeline.source(lg.FileSource({requests!r}, event_time="ts"), name="requests")
+g = pipeline.graph(links.select("src", "dst"), name="web")
+g.compute(ConnectedComponents(), name="components").sink(lg.CollectSink("components"), name="components_out")
+g.traverse(requests, k=2, name="hops").sink(lg.CollectSink("hops"), name="hops_out")
+'''
+#: the window (one-minute windows since the epoch) of the remote graph pipeline's records
+GRAPH_WINDOW = 29_453_760  # 2026-01-01T00:00Z
+
+
+def write_graph_pipeline(folder, clusters: int = 8, seed: int = 5):
+    """A small graph pipeline (components and a 2-hop traversal) over one window of clustered
+    edges, for runs on Spark Connect and standalone clusters: returns its reference, edges and
+    request starts."""
+    from datetime import UTC, datetime, timedelta
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    edges = clustered_edges(clusters, seed=seed)
+    starts = [edges[0][0], edges[-1][1]]
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    (folder / "edges").mkdir(parents=True, exist_ok=True)
+    (folder / "requests").mkdir(parents=True, exist_ok=True)
+    ts = [t0 + timedelta(milliseconds=i) for i in range(len(edges))]
+    pq.write_table(pa.table({"src": pa.array([e[0] for e in edges], pa.int64()),
+                             "dst": pa.array([e[1] for e in edges], pa.int64()),
+                             "ts": pa.array(ts, pa.timestamp("us", tz="UTC"))}), folder / "edges" / "e.parquet")
+    pq.write_table(pa.table({"start": pa.array(starts, pa.int64()),
+                             "ts": pa.array([t0 + timedelta(seconds=30)] * 2, pa.timestamp("us", tz="UTC"))}),
+                   folder / "requests" / "r.parquet")
+    path = folder / "graph_pipe.py"
+    path.write_text(GRAPH_PIPELINE.format(edges=str(folder / "edges"), requests=str(folder / "requests")))
+    return f"{path}:pipeline", edges, starts
+
+
+def check_graph_outputs(read_sink, job: str, edges, starts) -> None:
+    """The remote graph pipeline's sinks equal networkx's components and 2-hop neighbourhoods."""
+    g = digraph(edges)
+    components = read_sink(job, "components").to_pandas()
+    assert dict(zip(components["id"], components["component"], strict=True)) == nx_components(g)
+    hops = read_sink(job, "hops").to_pandas()
+    for start in starts:
+        got = hops[hops["start"] == start]
+        assert dict(zip(got["vertex"], got["hops"], strict=True)) == nx.single_source_shortest_path_length(
+            g, start, cutoff=2)

@@ -87,4 +87,14 @@ def test_run_on_a_spark_standalone_cluster(srv, make_controller, reference, tmp_
     assert any((p / "0" / "stderr").exists() for p in apps)
     assert "Registered app lockgate-" in logs["master"].read_text(errors="replace")
     print(f"\nrun on the standalone cluster: {time.monotonic() - t0:.1f}s")
+
+    # a graph computation and a traversal run their iteration cycles on the cluster as well
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "graph"))
+    from graphref import GRAPH_WINDOW, check_graph_outputs, write_graph_pipeline
+
+    graph_ref, edges, starts = write_graph_pipeline(tmp_path / "pipe" / "graph")
+    res = client.run(graph_ref, job="graph_on_cluster", first=GRAPH_WINDOW, last=GRAPH_WINDOW)
+    assert res.state == "FINISHED", res
+    check_graph_outputs(client.read_sink, "graph_on_cluster", edges, starts)
+    assert client.list_supersteps("graph_on_cluster", GRAPH_WINDOW)[-1].halted_by is not None
     client.close()
