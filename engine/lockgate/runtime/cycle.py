@@ -351,6 +351,8 @@ class CycleRunner:
             sinks, state_tables, read_s, plan_s = self._walk(ctx, round_)
             timings["read"] = timings["state_load"] + read_s  # from the round's start, as it always was
             timings["plan"] = plan_s
+            if ctx.supersteps:  # the iteration cycles' supersteps (part of plan: they run as it walks)
+                timings["iterate"] = sum(s["elapsed_ms"] for s in ctx.supersteps if not s["resumed"]) / 1000
 
             # snapshots first: they compute the round's cached state the sinks then reuse
             t2 = time.perf_counter()

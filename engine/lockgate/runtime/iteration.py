@@ -14,7 +14,8 @@ the cycle's halting rule or bound. A computation runs them with the
 :class:`~lockgate.graph.superstep.SuperstepDriver` in a folder of its own per window
 (``<snapshots>/<job>/iterations/<operator>/w=<window>``), which checkpoints the vertex state every
 ``checkpoint_every`` supersteps: a round killed in the middle resumes there when the window runs
-again from the same state (the folder records which), and ends with the same result. The round's
+again from the same state and the same input records (the folder records which), and ends with
+the same result. The round's
 delta is the window's new edges and the vertices whose value changed; the folder of an earlier
 window is deleted once a later window starts (its result is in the checkpoint by then).
 
@@ -73,8 +74,13 @@ def _vertices(ctx: CycleContext, v: PipelineVertex, vertices_in: DataFrame | Non
     return new, anti_join(old.select(("id",)), new, ["id"]).unionByName(new)
 
 
-def _is_empty(df: DataFrame | None) -> bool:
-    return df is None or not df.take(1)
+def _fingerprint(df: DataFrame | None) -> list[str] | None:
+    """Rows and an order-free hash of a (cut, small) input: what tells a window's inputs apart
+    when it runs again, so that a computation resumes only over the very same records."""
+    if df is None:
+        return None
+    row = df.agg(F.count(F.lit(1)), F.sum(F.xxhash64(*df.columns).cast("decimal(38,0)"))).first()
+    return [str(row[0]), str(row[1] or 0)]
 
 
 def graph_compute(
@@ -117,7 +123,8 @@ def graph_compute(
     new_vertices, all_vertices = _vertices(ctx, v, vertices_in)
     previous_state = ctx.state(v.id, VALUES)
     previous = None if previous_state is None else previous_state.select(("id",))
-    if _is_empty(new_edges) and _is_empty(new_vertices):
+    inputs = {"edges": _fingerprint(new_edges), "vertices": _fingerprint(new_vertices)}
+    if all(f is None or f[0] == "0" for f in inputs.values()):
         # nothing new: the result is the previous window's (none yet: an empty graph), nothing is emitted
         empty = ctx.spark.createDataFrame([], _values_schema(ctx, v, program, edges_in, vertices_in, previous))
         return _as_of(ctx, program.finish(_state_rows(empty, all_vertices)))
@@ -125,7 +132,7 @@ def graph_compute(
 
     folder_uri = ctx.iteration_folder(v.id)
     _drop_earlier(folder_uri)
-    tag = {"window": ctx.window, "base": _base_of(ctx, v.id), "program": cfg["program"]}
+    tag = {"window": ctx.window, "base": _base_of(ctx, v.id), "inputs": inputs, "program": cfg["program"]}
     driver = SuperstepDriver(
         program, folder_uri, spark=ctx.spark, max_supersteps=cfg.get("max_supersteps"),
         checkpoint_every=int(settings.get("checkpoint_every", 1)), tag=tag,

@@ -137,3 +137,63 @@ def test_an_updating_stream_is_no_graph_input(spark) -> None:
         lg.CollectSink("out"))
     with pytest.raises(CompileError, match=r"operator 'cc': a graph computation \(compute\(\)\) over an updating"):
         compile_pipeline(p, spark)
+
+
+@dataclass(frozen=True)
+class Reach(VertexProgram):
+    """The README's example program: the hop count from a source, along out-edges."""
+
+    source: int = 0
+    combiner = MIN
+    halt_when = Halt.NO_MESSAGES
+
+    def init(self, ctx):
+        return F.when(ctx.id == self.source, F.lit(0)).otherwise(F.lit(None).cast("int"))
+
+    def compute(self, ctx):
+        if ctx.superstep == 1:
+            return Step(ctx.value, send_out=F.when(ctx.value.isNotNull(), ctx.value + 1))
+        better = ctx.messages.isNotNull() & (ctx.value.isNull() | (ctx.messages < ctx.value))
+        value = F.when(better, ctx.messages).otherwise(ctx.value)
+        return Step(value, send_out=F.when(better, value + 1))
+
+
+def reach_pipeline() -> lg.Pipeline:
+    import os
+
+    p = lg.Pipeline("reach", cycle_window=timedelta(minutes=1))
+    links = p.source(lg.FileSource(os.environ["LG_TEST_REACH"] + "/edges", event_time="ts"), name="links")
+    pages = p.source(lg.FileSource(os.environ["LG_TEST_REACH"] + "/pages", event_time="ts"), name="pages")
+    web = p.graph(links.select("src", "dst"), vertices=pages.select("id", "title"), name="web")
+    web.compute(Reach(source=1), name="reach").sink(lg.CollectSink("reach"), name="reach_out")
+    web.compute(ConnectedComponents(), emit="all", name="components").sink(lg.CollectSink("cc"), name="cc_out")
+    return p
+
+
+def test_the_readme_program_and_a_vertex_stream_run_as_networkx_says(spark, tmp_path, monkeypatch) -> None:
+    import networkx as nx
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    t0 = 29_453_760 * 60  # 2026-01-01T00:00Z, in seconds
+    edges = [(1, 2), (2, 3), (3, 4), (1, 5), (5, 4), (6, 7), (4, 1)]
+    pages = [(i, f"page {i}") for i in range(1, 10)]  # 8 and 9 have no link: components of their own
+    for name, cols in (("edges", {"src": [a for a, _ in edges], "dst": [b for _, b in edges]}),
+                       ("pages", {"id": [i for i, _ in pages], "title": [t for _, t in pages]})):
+        (tmp_path / name).mkdir()
+        n = len(next(iter(cols.values())))
+        table = pa.table({**{k: pa.array(v) for k, v in cols.items()},
+                          "ts": pa.array([t0 * 1_000_000 + i for i in range(n)], pa.timestamp("us", tz="UTC"))})
+        pq.write_table(table, tmp_path / name / "part.parquet")
+    monkeypatch.setenv("LG_TEST_REACH", str(tmp_path))
+    g = nx.DiGraph(edges)
+    g.add_nodes_from(i for i, _ in pages)
+    with lg.connect("embedded", home=str(tmp_path / "home")) as client:
+        client.run(f"{__file__}:reach_pipeline", first=29_453_760, last=29_453_760)
+        reach = client.read_sink("reach", "reach").to_pandas()
+        cc = client.read_sink("reach", "cc").to_pandas()
+    want = {v: nx.shortest_path_length(g, 1, v) if nx.has_path(g, 1, v) else None for v in g}
+    got = {int(r.id): (None if r.value != r.value or r.value is None else int(r.value)) for r in reach.itertuples()}
+    assert got == want
+    assert dict(zip(cc["id"], cc["component"], strict=True)) == {
+        v: min(c) for c in nx.weakly_connected_components(g) for v in c}

@@ -60,7 +60,7 @@ def graph_pipeline() -> lg.Pipeline:
         return p
     g.compute(ShortestPaths(source=SOURCE), name="distances").sink(lg.CollectSink("distances"), name="distances_out")
     every = int(os.environ.get("LG_TEST_GRAPH_EVERY", "1"))
-    g.compute(PageRank(tolerance=1e-8), checkpoint_every=every, name="ranks").sink(
+    g.compute(PageRank(tolerance=1e-9), checkpoint_every=every, name="ranks").sink(
         lg.FileSink(str(out / "ranks"), key=["id"]), name="ranks_out")
     if os.environ.get("LG_TEST_GRAPH_REQUESTS"):
         requests = p.source(lg.FileSource(os.environ["LG_TEST_GRAPH_REQUESTS"], event_time="ts"), name="requests")
@@ -69,13 +69,15 @@ def graph_pipeline() -> lg.Pipeline:
 
 
 def changed_pipeline() -> lg.Pipeline:
-    """``components`` computes label propagation now: another program under the same name."""
-    from lockgate.graph.library import LabelPropagation
+    """``components`` computes label propagation (another program) or PageRank (another value
+    type) now, under the same name."""
+    from lockgate.graph.library import LabelPropagation, PageRank
 
     p = lg.Pipeline("graphs", cycle_window=timedelta(minutes=1))
     links = p.source(lg.FileSource(os.environ["LG_TEST_GRAPH_EDGES"], event_time="ts"), name="links")
     g = p.graph(links.select("src", "dst", "weight"), name="web")
-    g.compute(LabelPropagation(), name="components").sink(lg.CollectSink("components"), name="components_out")
+    program = LabelPropagation() if os.environ["LG_TEST_GRAPH_CHANGED"] == "labels" else PageRank()
+    g.compute(program, name="components").sink(lg.CollectSink("components"), name="components_out")
     return p
 
 
@@ -174,13 +176,32 @@ def test_a_dynamic_graph_equals_networkx_from_scratch_after_every_window(spark, 
     assert [s.superstep for s in hops_steps] == list(range(1, len(hops_steps) + 1)) and len(hops_steps) <= 2
 
 
-def test_another_program_under_the_same_name_is_refused_naming_the_operator(spark, tmp_path, monkeypatch) -> None:
-    _env(monkeypatch, tmp_path, [clustered_edges(6, seed=1), clustered_edges(3, seed=2)])
+def test_a_restored_window_recomputes_the_same_and_another_program_is_refused(spark, tmp_path, monkeypatch) -> None:
+    batches = [clustered_edges(6, seed=1), clustered_edges(3, seed=2), clustered_edges(3, seed=3)]
+    _env(monkeypatch, tmp_path, batches)
     monkeypatch.setenv("LG_TEST_GRAPH_ONLY", "components")
+    ref = f"{__file__}:graph_pipeline"
+
+    def components_after(client, w: int) -> dict:
+        return _current(client.read_sink("graphs", "components").to_pandas(), w, "component")
+
+    so_far = batches[0] + [e for e in batches[1] if (e[0], e[1]) not in {(x[0], x[1]) for x in batches[0]}]
     with lg.connect("embedded", home=str(tmp_path / "home")) as client:
-        client.run(f"{__file__}:graph_pipeline", first=W0, last=W0)
-        with pytest.raises(StateLayoutError) as err:
-            client.run(f"{__file__}:changed_pipeline", first=W0 + 1, last=W0 + 1)
-        message = str(err.value)
-        assert "operator 'components' settings changed" in message and "LabelPropagation" in message
-        assert client.get_job("graphs").last_window == W0  # nothing committed was lost
+        client.run(ref, first=W0, last=W0 + 1)
+        assert components_after(client, W0 + 1) == nx_components(digraph(so_far))
+        # back to window 0's checkpoint: window 1 runs again from the graph as it was then
+        client.restore("graphs", W0)
+        client.run(ref, first=W0 + 1, last=W0 + 1)
+        assert components_after(client, W0 + 1) == nx_components(digraph(so_far))
+        assert [c.window for c in client.list_checkpoints("graphs")] == [W0, W0 + 1]
+
+        for changed, expected in (
+            ("labels", ["operator 'components' settings changed", "LabelPropagation"]),
+            ("ranks", ["operator 'components' state 'values' changed from [id bigint, value bigint] to "
+                       "[id bigint, value double]"]),
+        ):
+            monkeypatch.setenv("LG_TEST_GRAPH_CHANGED", changed)
+            with pytest.raises(StateLayoutError) as err:
+                client.run(f"{__file__}:changed_pipeline", first=W0 + 2, last=W0 + 2)
+            assert all(text in str(err.value) for text in expected), str(err.value)
+        assert client.get_job("graphs").last_window == W0 + 1  # nothing committed was lost
