@@ -17,7 +17,7 @@ completed day: the ``fail_on`` parameter (a date) arms a one-off failure on that
 The run operator is deferrable with a controller (``lockgate_default`` pointing at
 ``lockgate server``); on the embedded default it runs in the task.
 
-    airflow dags test lockgate_graph_daily 2026-01-01
+    airflow dags test lockgate_graph_daily 2026-01-02
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ default (local Spark, SQLite catalog), and its output is checked to the row."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pyarrow.dataset as ds
@@ -114,11 +114,12 @@ def test_daily_graph_dag_ranks_and_components_equal_networkx_and_a_failed_try_re
 
     links: list = []
     for day, fail in ((1, ""), (2, "2026-01-02")):
-        logical = datetime(2026, 1, day, tzinfo=UTC)
-        res = run_dag("lockgate_graph_daily", logical_date=logical, conf={"fail_on": fail})
+        start = datetime(2026, 1, day, tzinfo=UTC)
+        # the run whose data interval is that day is the one at its end
+        res = run_dag("lockgate_graph_daily", logical_date=start + timedelta(days=1), conf={"fail_on": fail})
         assert res.state == "success", res.tasks
         assert res.tries("run_day") == (2 if fail else 1)  # the armed day failed once; its retry resumed
-        links += dag_module.day_links(logical)
+        links += dag_module.day_links(start)
         graph = nx.DiGraph(links)
         out = lg_env.out / "graph_daily"
         ranks = {r["id"]: r["rank"] for r in pq.read_table(out / "ranks" / "_current" / "current.parquet").to_pylist()}
