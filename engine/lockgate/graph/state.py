@@ -4,7 +4,9 @@ Layout (``folder`` is a local path or a file system URI, see :mod:`lockgate.file
 
     folder/
       _graph.json              the program (name, parameters), vertex count, value/message types
-      edges/                   the edges (Parquet), written once at the start
+      edges/                   the edges (Parquet), written once at the start; absent when the run
+                               was given ``stored_edges`` (the manifest's ``edge_sources`` says where
+                               they are: those locations and new_edges/)
       new_edges/               a dynamic run's new edges (Parquet), the routes of its evolve step
       superstep-00000/         the vertex state after init (Parquet) and _superstep.json
       superstep-00001/         after superstep 1 ...

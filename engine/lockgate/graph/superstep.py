@@ -82,6 +82,12 @@ _FORMAT = 1
 _PLAIN = (BooleanType, ShortType, IntegerType, LongType, FloatType, DoubleType, StringType)
 #: graphs of at most this many vertices have their superstep state written from the driver
 DRIVER_VERTICES = 200_000
+#: a superstep whose senders are at most this many (only the vertices with messages compute, and
+#: the last superstep sent this many messages at most) broadcasts them to the join with the edges
+BROADCAST_SENDERS = 500_000
+#: Parquet row-group size of the edges copied into the folder: Spark splits a file's scan between
+#: tasks only at row groups, and every superstep scans the edges (one 128 MiB row group: one task)
+EDGE_ROW_GROUP_BYTES = 2 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -148,6 +154,8 @@ class GraphResult:
     spark: SparkSession = field(repr=False)
     state_schema: StructType = field(repr=False)
     edges_schema: StructType = field(repr=False)
+    #: where the edges are read from when they were not copied into the folder (``stored_edges``)
+    edge_sources: list[str] | None = field(default=None, repr=False)
 
     @property
     def state_uri(self) -> str:
@@ -173,8 +181,8 @@ class GraphResult:
 
     @property
     def edges(self) -> DataFrame:
-        """The edges the computation ran over (from the state folder)."""
-        return self.spark.read.schema(self.edges_schema).parquet(self.folder.edges_uri)
+        """The edges the computation ran over (from the state folder, or where ``stored_edges`` said)."""
+        return self.spark.read.schema(self.edges_schema).parquet(*(self.edge_sources or [self.folder.edges_uri]))
 
 
 def _type_name(t: DataType) -> str:
@@ -267,6 +275,8 @@ class SuperstepDriver:
         self._edges_schema: StructType | None = None
         self._num_vertices = 0
         self._dynamic = False
+        #: where the edges are when they were not copied into the folder (``run(stored_edges=)``)
+        self._edge_sources: list[str] | None = None
 
     # -- starting ------------------------------------------------------------------------------
 
@@ -278,6 +288,7 @@ class SuperstepDriver:
         previous: DataFrame | None = None,
         new_edges: DataFrame | None = None,
         stop_after: int | None = None,
+        stored_edges: list[str] | None = None,
     ) -> GraphResult:
         """Run the program from superstep 0 in an empty ``folder``.
 
@@ -291,6 +302,12 @@ class SuperstepDriver:
         When the program defines ``evolve``, superstep 1 runs it, with messages along the new
         edges only. ``stop_after=s`` returns after superstep ``s`` (``halted_by`` ``None``): the
         folder then resumes from ``s + 1``.
+
+        ``stored_edges`` (Parquet files or folders) saves copying the edges into the folder: these
+        locations, with ``new_edges`` in a dynamic run (which the driver writes into the folder),
+        hold exactly the rows of ``edges`` (the columns read by name), and stay in place while the
+        folder is used (e.g. a snapshot store's layers of the checkpoint the run starts from). The
+        manifest records them: a resume reads the edges from there.
         """
         if not self.folder.is_empty():
             raise GraphStateError(
@@ -303,23 +320,36 @@ class SuperstepDriver:
         self._dynamic = new_edges is not None
 
         edge_cols = edges.columns
-        edges.select(*edge_cols).write.parquet(self.folder.edges_uri)
         self._edges_schema = edges.select(*edge_cols).schema
-        e = self._edges()
+        if stored_edges is not None:
+            sources = [*stored_edges, *([self.folder.new_edges_uri] if new_edges is not None else [])]
+            if not sources:
+                raise GraphInputError("stored_edges= is empty and there are no new_edges: pass where the edges are")
+            self._edge_sources = sources
+        else:
+            edges.select(*edge_cols).write.option("parquet.block.size", EDGE_ROW_GROUP_BYTES).parquet(
+                self.folder.edges_uri
+            )
         if new_edges is not None:
             new_edges.select(*edge_cols).write.parquet(self.folder.new_edges_uri)
+        e = self._edges()
 
-        ids = e.select(F.col("src").alias("id")).union(e.select(F.col("dst").alias("id")))
+        # every endpoint with its degrees in one aggregate over the edges (one scan, one shuffle),
+        # held by Spark: the vertex count and superstep 0 read it, not the edges again
+        ends = e.select(F.col("src").alias("id"), F.lit(1).alias("__o"), F.lit(0).alias("__i")).union(
+            e.select(F.col("dst").alias("id"), F.lit(0).alias("__o"), F.lit(1).alias("__i"))
+        )
+        degrees = ends.groupBy("id").agg(
+            F.sum("__o").cast(LongType()).alias(OUT_DEGREE), F.sum("__i").cast(LongType()).alias(IN_DEGREE)
+        ).localCheckpoint(eager=True)
+        ids = degrees.select("id")
         if previous is not None:
-            ids = ids.union(previous.select("id"))
-        ids = ids.distinct()
+            ids = ids.union(previous.select("id")).distinct()
         if vertices is None:
             v = ids
         else:
             v = vertices.unionByName(ids.join(vertices.select("id"), "id", "left_anti"), allowMissingColumns=True)
-        out_deg = e.groupBy(F.col("src").alias("id")).agg(F.count(F.lit(1)).alias(OUT_DEGREE))
-        in_deg = e.groupBy(F.col("dst").alias("id")).agg(F.count(F.lit(1)).alias(IN_DEGREE))
-        base = v.join(out_deg, "id", "left").join(in_deg, "id", "left")
+        base = v.join(degrees, "id", "left")
         if previous is not None:
             base = base.join(previous.select("id", F.col("value").alias("__previous")), "id", "left")
         self._num_vertices = v.count()
@@ -379,6 +409,7 @@ class SuperstepDriver:
                 "evolve": self._dynamic and self.program.has_evolve(),
                 "state_schema": json.loads(self._state_schema.json()),
                 "edges_schema": json.loads(self._edges_schema.json()),
+                "edge_sources": self._edge_sources,
                 "tag": self.tag,
             }
         )
@@ -426,6 +457,7 @@ class SuperstepDriver:
         self._dynamic = manifest["dynamic"]
         self._state_schema = StructType.fromJson(manifest["state_schema"])
         self._edges_schema = StructType.fromJson(manifest["edges_schema"])
+        self._edge_sources = manifest.get("edge_sources")
         record = self.folder.read_record(last)
         assert record is not None
         stats = SuperstepStats.from_json(record)
@@ -441,7 +473,7 @@ class SuperstepDriver:
             done.append(stats)
             self._after(stats)
         while stats.halted_by is None and (stop_after is None or stats.superstep < stop_after):
-            stats = self._superstep(stats.superstep + 1, stats.aggregates)
+            stats = self._superstep(stats.superstep + 1, stats.aggregates, stats.messages_sent)
             done.append(stats)
             self._after(stats)
         if stats.superstep in self._held:  # stopped (stop_after) between checkpoints: write where it stopped
@@ -463,14 +495,14 @@ class SuperstepDriver:
         assert self._state_schema is not None and self._edges_schema is not None
         return GraphResult(
             self.program, self.folder, stats.superstep, stats.halted_by, done, self.spark,
-            self._state_schema, self._edges_schema,
+            self._state_schema, self._edges_schema, self._edge_sources,
         )
 
     # -- one superstep -------------------------------------------------------------------------
 
     def _edges(self) -> DataFrame:
         assert self._edges_schema is not None
-        return self.spark.read.schema(self._edges_schema).parquet(self.folder.edges_uri)
+        return self.spark.read.schema(self._edges_schema).parquet(*(self._edge_sources or [self.folder.edges_uri]))
 
     def tag_of(self) -> dict[str, Any] | None:
         """The ``tag`` recorded by the run in ``folder`` (None: none, or no run there)."""
@@ -493,7 +525,9 @@ class SuperstepDriver:
             )
         return out
 
-    def _superstep(self, s: int, aggregates: dict[str, Any]) -> SuperstepStats:
+    def _superstep(self, s: int, aggregates: dict[str, Any], delivered: int | None = None) -> SuperstepStats:
+        """Superstep ``s`` (``delivered``: the messages superstep ``s - 1`` sent, which bounds the
+        senders of a superstep where only the vertices with messages compute)."""
         started = time.perf_counter()
         program = self.program
         assert self._state_schema is not None
@@ -577,6 +611,7 @@ class SuperstepDriver:
             if evolving
             else self._edges()
         )
+        few_senders = not everyone and delivered is not None and delivered <= BROADCAST_SENDERS
         parts = []
         for k, (key, to) in {"send_out": ("src", "dst"), "send_in": ("dst", "src")}.items():
             if k not in sends:
@@ -584,6 +619,8 @@ class SuperstepDriver:
             sender = computed.where(F.col(f"__{k}").isNotNull()).select(
                 F.col("id").alias("__sender"), F.col(f"__{k}").alias("__message")
             )
+            if few_senders:  # the edges are scanned once, not shuffled (Spark sizes the state by its files)
+                sender = F.broadcast(sender)
             joined = sender.join(routes, F.col("__sender") == routes[key])
             edge = EdgeContext(src=F.col("src"), dst=F.col("dst"), direction="out" if k == "send_out" else "in")
             message = program.along_edge(F.col("__message"), edge)

@@ -150,7 +150,8 @@ def graph_compute(
             lfs.delete_path(folder.fs, folder.path)
             dynamic = previous is not None
             result = driver.run(all_edges, all_vertices, previous=previous,
-                                new_edges=new_edges if dynamic else None)
+                                new_edges=new_edges if dynamic else None,
+                                stored_edges=_stored_edges(ctx, v.id) if dynamic and old_edges is not None else None)
     except GraphError as err:
         raise CompileError(str(err), v.id) from None
     final = result.state
@@ -188,6 +189,16 @@ def _state_rows(values: DataFrame, vertices: DataFrame | None) -> DataFrame:
 def _as_of(ctx: CycleContext, df: DataFrame) -> DataFrame:
     """The results with ``as_of``: the end of the window they are the results after."""
     return df.withColumn("as_of", F.timestamp_micros(F.lit(ctx.end_us)))
+
+
+def _stored_edges(ctx: CycleContext, op: str) -> list[str] | None:
+    """The Parquet folders of the operator's edges at the restore point (its snapshot layers: they
+    stay while the window runs, the restore point being the job's latest checkpoint), which the
+    driver reads in place rather than copying; None when they are not plain layers of every edge."""
+    state = ctx.state_in.get(f"{op}.{EDGES}")
+    if state is None or state.horizon is not None or getattr(state, "_extra", None) or not state.layers:
+        return None
+    return [uri for uri, _ in state.layers]
 
 
 def _base_of(ctx: CycleContext, op: str) -> list[list[Any]]:

@@ -90,3 +90,27 @@ def test_pagerank_warm_starts(spark: SparkSession, tmp_path: Path) -> None:
     assert got.keys() == ref.keys()
     assert max(abs(got[v] - ref[v]) for v in ref) < 1e-6
     assert len(warm) < len(cold)  # it started near the answer
+
+
+def test_stored_edges_are_read_in_place_and_resumed(spark: SparkSession, tmp_path: Path) -> None:
+    """``stored_edges``: the edges already in Parquet are not copied into the folder (the manifest
+    says where they are), the new edges are; a stopped run resumes from there to the same result."""
+    from lockgate.graph import SuperstepDriver
+    from lockgate.graph.library import ConnectedComponents
+
+    first = connected_components(edges_df(spark, BASE), str(tmp_path / "cc-0"))
+    stored = str(tmp_path / "stored")
+    edges_df(spark, BASE).write.parquet(stored)
+    batch = _batches(BASE, 3200, 1, 40, seed=27)[0]
+    edges = [*BASE, *batch]
+    folder = tmp_path / "cc-1"
+    driver = SuperstepDriver(ConnectedComponents(), str(folder), spark=spark)
+    stopped = driver.run(spark.read.parquet(stored).unionByName(edges_df(spark, batch)), previous=first.values,
+                         new_edges=edges_df(spark, batch), stop_after=1, stored_edges=[stored])
+    assert stopped.halted_by is None
+    assert not (folder / "edges").exists() and (folder / "new_edges").exists()
+    assert stopped.edges.count() == len(edges)
+    result = SuperstepDriver(ConnectedComponents(), str(folder), spark=spark).resume()
+    assert result.halted_by == "no_messages"
+    assert {r.id: r.component for r in result.output.collect()} == nx_components(digraph(edges))
+    assert result.edges.count() == len(edges)
