@@ -209,6 +209,7 @@ class ControllerService(pb_grpc.ControllerServicer):
         steps = self.ctl.list_supersteps(_job(request), window)
         return pb.ListSuperstepsResponse(supersteps=[convert.superstep_to_pb(s) for s in steps])
 
+    @handles_errors
     def ListTransitions(self, request: pb.JobRequest, context: grpc.ServicerContext) -> pb.ListTransitionsResponse:
         moves = self.ctl.list_transitions(_job(request))
         return pb.ListTransitionsResponse(transitions=[convert.transition_to_pb(t) for t in moves])

@@ -291,6 +291,8 @@ def test_fuzz_every_client_rpc_keeps_the_controller_up_and_the_catalog_sound(env
                                 else pb.ListCyclesRequest(job=j, limit=n), names | st.just("fz"),
                                 st.integers(-(2**31), 2**31 - 1), opt(ints)),
         "ListTransitions": job_requests,
+        "ListSupersteps": st.builds(lambda j, w: pb.ListSuperstepsRequest(job=j) if w is None
+                                    else pb.ListSuperstepsRequest(job=j, window=w), names | st.just("fz"), opt(ints)),
         "GetPlan": st.builds(lambda j, v: pb.GetPlanRequest(job=j, plan_version=v), names | st.just("fz"), text),
         "ListJobs": st.just(pb.ListJobsRequest()),
         "ListWorkers": st.just(pb.ListWorkersRequest()),
