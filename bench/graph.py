@@ -44,7 +44,6 @@ import os
 import platform
 import shutil
 import statistics
-import subprocess
 import tempfile
 import threading
 import time
@@ -56,8 +55,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "bench" / "results"
+from .config import RESULTS
+from .provenance import engine_version
+
 SEED = 20260101
 DAMPING = 0.85
 MASTER = "local[2]"
@@ -89,19 +89,6 @@ def machine() -> dict[str, Any]:
         "platform": platform.platform(),
         "load_avg_start": [round(x, 2) for x in os.getloadavg()],
     }
-
-
-def git_commit() -> dict[str, Any]:
-    def git(*args: str) -> str:
-        try:
-            return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True,
-                                  timeout=30).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return ""
-
-    return {"commit": git("rev-parse", "--short", "HEAD"),
-            "engine_changes": [ln.split(None, 1)[1] for ln in git("status", "--porcelain", "engine").splitlines()
-                               if ln.strip()]}
 
 
 class LoadSampler(threading.Thread):
@@ -358,7 +345,7 @@ def main() -> None:
     sampler = LoadSampler()
     sampler.start()
     info = machine()
-    version = git_commit()
+    version = engine_version()
     work = Path(args.work or tempfile.mkdtemp(prefix="lockgate-graph-bench-", dir="/tmp"))
     work.mkdir(parents=True, exist_ok=True)
     data, state = work / "data", work / "state"
@@ -656,7 +643,7 @@ def main() -> None:
 
 
 def engine_changes(r: dict[str, Any]) -> list[str]:
-    # results written before the fix of git_commit() lost the first path's "e" (a stripped " M ")
+    # results written before the fix of engine_version() lost the first path's "e" (a stripped " M ")
     return [c if c.startswith("engine/") or not c.startswith("ngine/") else "e" + c
             for c in r["code"].get("engine_changes", [])]
 

@@ -44,6 +44,7 @@ from .config import (
 )
 from .data import ensure_data, subset
 from .procmon import run_tree
+from .provenance import engine_version
 from .verify import Mismatch, canonical, compare, read_output
 from .workloads import PIPELINE_FILE, WORKLOADS
 
@@ -64,21 +65,6 @@ def machine() -> dict[str, Any]:
         "platform": platform.platform(),
         "load_avg": [round(x, 2) for x in os.getloadavg()],
     }
-
-
-def engine_version() -> dict[str, Any]:
-    """The commit the engine was at, and whether its files had local changes (read-only git)."""
-    import subprocess
-
-    def git(*args: str) -> str:
-        try:
-            return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True,
-                                  timeout=30).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return ""
-
-    return {"commit": git("rev-parse", "--short", "HEAD"),
-            "engine_changes": [ln[3:] for ln in git("status", "--porcelain", "engine").splitlines()]}
 
 
 def spark_conf_dir(work: Path) -> Path:

@@ -74,9 +74,11 @@ def _rows(df) -> list[tuple]:
     return sorted(tuple(v.item() if hasattr(v, "item") else v for v in r) for r in df.itertuples(index=False))
 
 
-def test_kills_of_a_join_a_top_n_and_updating_aggregates_lose_and_duplicate_nothing(tmp_path, duck):
+@pytest.mark.parametrize("kills", [pytest.param(KILLS[:2], id="short"),
+                                   pytest.param(KILLS, id="all", marks=pytest.mark.long)])
+def test_kills_of_a_join_a_top_n_and_updating_aggregates_lose_and_duplicate_nothing(tmp_path, duck, kills):
     home = tmp_path / "home"
-    for point, window in KILLS:
+    for point, window in kills:
         proc = _run(home, f"{point}:{window}")
         assert proc.returncode == -signal.SIGKILL, f"{point}:{window} did not kill the run: {proc.stderr[-2000:]}"
     done = _run(home, None)

@@ -43,13 +43,7 @@ def _cycle_line(c: CycleInfo) -> str:
 
 
 def _superstep_line(s: SuperstepInfo) -> str:
-    notes = []
-    if s.halted_by:
-        notes.append(f"halted: {s.halted_by.replace('_', ' ')}")
-    if s.resumed:
-        notes.append("done by an earlier attempt")
-    elif not s.checkpointed:
-        notes.append("not checkpointed")
+    notes = s.notes()
     return (f"    {s.operator} superstep {s.superstep:>3}: {s.messages_sent:>9,} messages  "
             f"{s.vertices_changed:>9,} changed  {s.active_vertices:>9,} active  {s.elapsed_ms:>9,.0f} ms"
             + (f"  ({'; '.join(notes)})" if notes else ""))

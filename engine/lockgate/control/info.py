@@ -137,6 +137,20 @@ class SuperstepInfo:
     checkpointed: bool
     resumed: bool
 
+    def notes(self) -> list[str]:
+        """What a listing says beside the figures: why it halted, that an earlier attempt did
+        it, that its state was not checkpointed (``checkpoint_every`` > 1).
+
+        >>> SuperstepInfo("j", 1, 2, "cc", 5, 0, 0, 1, 9.0, "no_messages", True, True).notes()
+        ['halted: no messages', 'done by an earlier attempt']
+        """
+        notes = [f"halted: {self.halted_by.replace('_', ' ')}"] if self.halted_by else []
+        if self.resumed:
+            notes.append("done by an earlier attempt")
+        if not self.checkpointed:
+            notes.append("not checkpointed")
+        return notes
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -36,6 +36,28 @@ class VertexValueTypeError(GraphError):
     """A vertex value whose Spark type is not the one ``init`` gave (or ``value_type`` declares)."""
 
 
+def step_type_error(program: str, fn: str, superstep: int, column: str, found: str, want: str) -> GraphError:
+    """The error for a column of a :class:`~lockgate.graph.compute.Step` whose type is not the
+    program's: ``value`` (a vertex value that changed type) or ``send_out``/``send_in`` (a
+    message). ``found`` and ``want`` are Spark type names (``bigint``).
+
+    >>> str(step_type_error("CC", "compute", 2, "send_out", "string", "bigint")).split(".")[0]
+    'CC'
+    """
+    where = f"{program}.{fn}"
+    if column == "value":
+        return VertexValueTypeError(
+            f"{where} changed the vertex value's type at superstep {superstep}: it returned {found}, but the vertex "
+            f"values are {want} (the type {program}.init gave). Fix: keep the value's type in {where}, e.g. "
+            f".cast('{want}'), or change what init returns"
+        )
+    return MessageTypeError(
+        f"{where} returned a {column} message of type {found} at superstep {superstep}, but {program}'s messages "
+        f"are {want} ({program}.message_type, or the vertex value's type when it is None). Fix: cast the message "
+        f"in {where}, e.g. .cast('{want}'), or set {program}.message_type"
+    )
+
+
 class GraphInputError(GraphError):
     """Vertices or edges the computation cannot run on (missing ``id``/``src``/``dst`` columns,
     reserved column names, negative weights for shortest paths...)."""
@@ -55,4 +77,5 @@ __all__ = [
     "NoHaltingRuleError",
     "ProgramReturnError",
     "VertexValueTypeError",
+    "step_type_error",
 ]

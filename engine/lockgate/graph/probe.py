@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, LongType, NullType, StructField, StructType
 
 from lockgate.graph.compute import AggregateContext, Step, VertexContext, VertexProgram
-from lockgate.graph.errors import GraphInputError, MessageTypeError, ProgramReturnError, VertexValueTypeError
+from lockgate.graph.errors import GraphInputError, ProgramReturnError, VertexValueTypeError, step_type_error
 from lockgate.graph.superstep import COUNT, IN_DEGREE, INBOX, OUT_DEGREE, VALUE
 
 
@@ -120,27 +120,14 @@ def _check_step(
     program: VertexProgram, fn: str, superstep: int, state: DataFrame, step: Step, value_type: DataType,
     message_type: DataType, edges: StructType,
 ) -> None:
-    where = f"{program.name}.{fn}"
     columns = {"value": step.value, "send_out": step.send_out, "send_in": step.send_in}
     for k, c in columns.items():
         if c is None:
             continue
         t = state.select(c.alias("__probe")).schema["__probe"].dataType
         want = value_type if k == "value" else message_type
-        if isinstance(t, NullType) or _name(t) == _name(want):
-            continue
-        if k == "value":
-            raise VertexValueTypeError(
-                f"{where} changed the vertex value's type at superstep {superstep}: it returned {_name(t)}, but the "
-                f"vertex values are {_name(want)} (the type {program.name}.init gave). Fix: keep the value's type "
-                f"in {where}, e.g. .cast('{_name(want)}'), or change what init returns"
-            )
-        raise MessageTypeError(
-            f"{where} returned a {k} message of type {_name(t)} at superstep {superstep}, but {program.name}'s "
-            f"messages are {_name(want)} ({program.name}.message_type, or the vertex value's type when it is "
-            f"None). Fix: cast the message in {where}, e.g. .cast('{_name(want)}'), or set "
-            f"{program.name}.message_type"
-        )
+        if not isinstance(t, NullType) and _name(t) != _name(want):
+            raise step_type_error(program.name, fn, superstep, k, _name(t), _name(want))
 
 
 __all__ = ["probe_program", "vertex_schema"]

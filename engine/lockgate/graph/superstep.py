@@ -68,6 +68,7 @@ from lockgate.graph.errors import (
     NoHaltingRuleError,
     ProgramReturnError,
     VertexValueTypeError,
+    step_type_error,
 )
 from lockgate.graph.state import StateFolder
 
@@ -556,7 +557,6 @@ class SuperstepDriver:
             touched=touched,
         )
         step = self._call(fn, ctx, Step)
-        where = f"{program.name}.{fn}"
 
         everyone = s == 1 or program.compute_all
         active = F.lit(True) if everyone else F.col(COUNT) > 0
@@ -569,19 +569,7 @@ class SuperstepDriver:
             if isinstance(t, NullType):
                 casts[k] = want
             elif not _same_type(t, want):
-                if k == "value":
-                    raise VertexValueTypeError(
-                        f"{where} changed the vertex value's type at superstep {s}: it returned "
-                        f"{_type_name(t)}, but the vertex values are {_type_name(want)} (the type "
-                        f"{program.name}.init gave). Fix: keep the value's type in {where}, e.g. "
-                        f".cast('{_type_name(want)}'), or change what init returns"
-                    )
-                raise MessageTypeError(
-                    f"{where} returned a {k} message of type {_type_name(t)} at superstep {s}, but "
-                    f"{program.name}'s messages are {_type_name(want)} ({program.name}.message_type, or "
-                    f"the vertex value's type when it is None). Fix: cast the message in {where}, e.g. "
-                    f".cast('{_type_name(want)}'), or set {program.name}.message_type"
-                )
+                raise step_type_error(program.name, fn, s, k, _type_name(t), _type_name(want))
 
         def shaped(k: str) -> Column | None:
             c = columns[k]

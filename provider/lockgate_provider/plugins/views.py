@@ -149,12 +149,5 @@ def superstep_summary(steps: list[SuperstepInfo]) -> dict[str, Any] | None:
 
 def superstep_row(s: SuperstepInfo) -> dict[str, Any]:
     """One superstep as the timeline's detail table shows it, with its notes (halted and why,
-    resumed from an earlier attempt, not checkpointed)."""
-    notes = []
-    if s.halted_by:
-        notes.append(f"halted: {s.halted_by}")
-    if s.resumed:
-        notes.append("resumed")
-    if not s.checkpointed:
-        notes.append("not checkpointed")
-    return {**s.to_dict(), "elapsed_ms": round(s.elapsed_ms, 1), "notes": notes}
+    done by an earlier attempt, not checkpointed)."""
+    return {**s.to_dict(), "elapsed_ms": round(s.elapsed_ms, 1), "notes": s.notes()}

@@ -193,7 +193,7 @@ def test_the_timeline_has_the_supersteps_of_a_graph_jobs_windows(api_server, job
         assert [s["superstep"] for s in steps] == list(range(len(steps))) and one["total"] == len(steps)
         assert {(s["window"], s["attempt"], s["operator"]) for s in steps} == {(1, 1, "components")}
         assert steps[1]["messages_sent"] > 0 and all(s["elapsed_ms"] > 0 for s in steps)
-        assert steps[-1]["halted_by"] == "no_messages" and steps[-1]["notes"] == ["halted: no_messages"]
+        assert steps[-1]["halted_by"] == "no_messages" and steps[-1]["notes"] == ["halted: no messages"]
         assert all(s["halted_by"] is None and s["notes"] == [] and s["checkpointed"] for s in steps[:-1])
         # several windows (a timeline page), one attempt, every window
         both = api_server.request("GET", f"/lockgate/api/jobs/{graph}/supersteps?window=0&window=1", "viewer").json()
@@ -235,10 +235,10 @@ def test_a_rounds_supersteps_summary_counts_the_resumed_and_names_each_halt():
     assert ss["halted_by"] == "pr: max_supersteps, cc: no_messages"
     assert views.superstep_summary([]) is None
     assert views.superstep_summary(steps[:4])["halted_by"] == "max_supersteps"
-    assert views.superstep_row(steps[0])["notes"] == ["resumed"]
+    assert views.superstep_row(steps[0])["notes"] == ["done by an earlier attempt"]
     assert views.superstep_row(steps[2])["notes"] == ["not checkpointed"]
     assert views.superstep_row(_step(9, halted_by="no_change", resumed=True, checkpointed=False))["notes"] == [
-        "halted: no_change", "resumed", "not checkpointed"]
+        "halted: no change", "done by an earlier attempt", "not checkpointed"]
 
 
 def test_the_plugin_reads_a_controller_through_the_connection(api_server, job, controller, write_pipeline,
