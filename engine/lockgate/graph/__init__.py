@@ -36,7 +36,8 @@ from lockgate.graph.errors import (
     VertexValueTypeError,
 )
 from lockgate.graph.state import StateFolder, last_completed_superstep
-from lockgate.graph.superstep import GraphResult, SuperstepDriver, SuperstepStats
+from lockgate.graph.stats import SuperstepStats
+from lockgate.graph.superstep import GraphResult, SuperstepDriver
 
 __all__ = [
     "MAX",

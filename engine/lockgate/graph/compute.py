@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.types import DataType
 
-    from lockgate.graph.superstep import SuperstepStats
+    from lockgate.graph.stats import SuperstepStats
 
 
 class Halt(enum.Enum):

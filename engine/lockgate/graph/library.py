@@ -34,7 +34,8 @@ from lockgate.graph.compute import (
     VertexProgram,
 )
 from lockgate.graph.errors import GraphInputError
-from lockgate.graph.superstep import GraphResult, SuperstepDriver, SuperstepStats
+from lockgate.graph.stats import SuperstepStats
+from lockgate.graph.superstep import GraphResult, SuperstepDriver
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -71,6 +71,7 @@ from lockgate.graph.errors import (
     step_type_error,
 )
 from lockgate.graph.state import StateFolder
+from lockgate.graph.stats import SuperstepStats
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -89,54 +90,6 @@ BROADCAST_SENDERS = 500_000
 #: Parquet row-group size of the edges copied into the folder: Spark splits a file's scan between
 #: tasks only at row groups, and every superstep scans the edges (one 128 MiB row group: one task)
 EDGE_ROW_GROUP_BYTES = 2 * 1024 * 1024
-
-
-@dataclass(frozen=True)
-class SuperstepStats:
-    """What one superstep did, given to ``on_superstep`` and recorded in its ``_superstep.json``.
-
-    ``messages_sent``: messages sent along edges in this superstep (delivered in the next one);
-    ``vertices_changed``: vertices whose value changed; ``active_vertices``: vertices ``compute``
-    ran on; ``aggregates``: the program's aggregates over the new state; ``state_uri``: the Parquet
-    folder of the new state (what a checkpoint references); ``halted_by``: set on the last
-    superstep of a computation (``"no_messages"``, ``"no_change"``, ``"converged"``,
-    ``"max_supersteps"``), ``None`` otherwise.
-
-    >>> SuperstepStats(3, 120, 40, 100, 812.5, 1000, {}, "/s/superstep-00003").halted_by is None
-    True
-    """
-
-    superstep: int
-    messages_sent: int
-    vertices_changed: int
-    active_vertices: int
-    elapsed_ms: float
-    num_vertices: int
-    aggregates: dict[str, Any]
-    state_uri: str
-    halted_by: str | None = None
-    #: whether the state was written to the folder (a checkpoint; see ``checkpoint_every``)
-    checkpointed: bool = True
-
-    def to_json(self) -> dict[str, Any]:
-        """The stats as a JSON object (``_superstep.json``)."""
-        return {
-            "superstep": self.superstep,
-            "messages_sent": self.messages_sent,
-            "vertices_changed": self.vertices_changed,
-            "active_vertices": self.active_vertices,
-            "elapsed_ms": self.elapsed_ms,
-            "num_vertices": self.num_vertices,
-            "aggregates": self.aggregates,
-            "state_uri": self.state_uri,
-            "halted_by": self.halted_by,
-            "checkpointed": self.checkpointed,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> SuperstepStats:
-        """The stats from their JSON object."""
-        return cls(**data)
 
 
 @dataclass
