@@ -263,9 +263,10 @@ def _run(
     new_edges: DataFrame | None,
     spark: SparkSession | None,
     on_superstep: Callable[[SuperstepStats], None] | None,
+    stored_edges: list[str] | None = None,
 ) -> GraphResult:
     driver = SuperstepDriver(program, folder, spark=spark or edges.sparkSession, on_superstep=on_superstep)
-    return driver.run(edges, vertices, previous=previous, new_edges=new_edges)
+    return driver.run(edges, vertices, previous=previous, new_edges=new_edges, stored_edges=stored_edges)
 
 
 def pagerank(
@@ -279,14 +280,18 @@ def pagerank(
     previous: DataFrame | None = None,
     spark: SparkSession | None = None,
     on_superstep: Callable[[SuperstepStats], None] | None = None,
+    stored_edges: list[str] | None = None,
 ) -> GraphResult:
     """PageRank (:class:`PageRank`); ``previous`` (an earlier result's ``values``) warm-starts it.
+
+    ``stored_edges`` (Parquet files or folders holding exactly the rows of ``edges``) reads the
+    edges in place instead of copying them into ``folder`` (:meth:`SuperstepDriver.run`).
 
     >>> # pagerank(edges, "/tmp/pr", tolerance=1e-8).output  # id, rank
     """
     program = PageRank(damping=damping, tolerance=tolerance, max_iterations=max_iterations)
     return _run(program, edges, folder, vertices=vertices, previous=previous, new_edges=None, spark=spark,
-                on_superstep=on_superstep)
+                on_superstep=on_superstep, stored_edges=stored_edges)
 
 
 def connected_components(
@@ -298,14 +303,19 @@ def connected_components(
     new_edges: DataFrame | None = None,
     spark: SparkSession | None = None,
     on_superstep: Callable[[SuperstepStats], None] | None = None,
+    stored_edges: list[str] | None = None,
 ) -> GraphResult:
     """Weakly connected components (:class:`ConnectedComponents`); with ``previous`` and
     ``new_edges`` (part of ``edges``), incrementally.
 
+    ``stored_edges`` (Parquet files or folders holding exactly the rows of ``edges``, less
+    ``new_edges`` in an incremental run) reads the edges in place instead of copying them into
+    ``folder``, as pipelines do with their graph state (:meth:`SuperstepDriver.run`).
+
     >>> # connected_components(edges, "/tmp/cc").output  # id, component
     """
     return _run(ConnectedComponents(), edges, folder, vertices=vertices, previous=previous,
-                new_edges=new_edges, spark=spark, on_superstep=on_superstep)
+                new_edges=new_edges, spark=spark, on_superstep=on_superstep, stored_edges=stored_edges)
 
 
 def shortest_paths(
@@ -319,9 +329,14 @@ def shortest_paths(
     new_edges: DataFrame | None = None,
     spark: SparkSession | None = None,
     on_superstep: Callable[[SuperstepStats], None] | None = None,
+    stored_edges: list[str] | None = None,
 ) -> GraphResult:
     """Single-source shortest paths (:class:`ShortestPaths`); raises :class:`GraphInputError` on a
     negative weight. With ``previous`` and ``new_edges`` (part of ``edges``), incrementally.
+
+    ``stored_edges`` (Parquet files or folders holding exactly the rows of ``edges``, less
+    ``new_edges`` in an incremental run) reads the edges in place instead of copying them into
+    ``folder``, as pipelines do with their graph state (:meth:`SuperstepDriver.run`).
 
     >>> # shortest_paths(edges, "/tmp/sssp", source=0).output  # id, distance
     """
@@ -333,7 +348,8 @@ def shortest_paths(
                 f"shortest_paths: edges have negative weights in {weight!r}; shortest paths need weights >= 0"
             )
     return _run(ShortestPaths(source=source, weight=weight), edges, folder, vertices=vertices,
-                previous=previous, new_edges=new_edges, spark=spark, on_superstep=on_superstep)
+                previous=previous, new_edges=new_edges, spark=spark, on_superstep=on_superstep,
+                stored_edges=stored_edges)
 
 
 def label_propagation(

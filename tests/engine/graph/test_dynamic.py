@@ -94,7 +94,8 @@ def test_pagerank_warm_starts(spark: SparkSession, tmp_path: Path) -> None:
 
 def test_stored_edges_are_read_in_place_and_resumed(spark: SparkSession, tmp_path: Path) -> None:
     """``stored_edges``: the edges already in Parquet are not copied into the folder (the manifest
-    says where they are), the new edges are; a stopped run resumes from there to the same result."""
+    says where they are), the new edges are; a stopped run resumes from there to the same result,
+    and the library's functions take it too."""
     from lockgate.graph import SuperstepDriver
     from lockgate.graph.library import ConnectedComponents
 
@@ -114,3 +115,8 @@ def test_stored_edges_are_read_in_place_and_resumed(spark: SparkSession, tmp_pat
     assert result.halted_by == "no_messages"
     assert {r.id: r.component for r in result.output.collect()} == nx_components(digraph(edges))
     assert result.edges.count() == len(edges)
+    # the library's functions pass stored_edges= on
+    lib = connected_components(spark.read.parquet(stored).unionByName(edges_df(spark, batch)), str(tmp_path / "lib"),
+                               previous=first.values, new_edges=edges_df(spark, batch), stored_edges=[stored])
+    assert not (tmp_path / "lib" / "edges").exists()
+    assert {r.id: r.component for r in lib.output.collect()} == nx_components(digraph(edges))
