@@ -11,6 +11,10 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+# before anything loads gRPC: its fork handlers can kill the child PySpark forks to start a JVM
+# while a channel is live (as in the lockgate command and the workers)
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
 import psycopg
 import pytest
 from pyspark.sql import SparkSession

@@ -261,6 +261,9 @@ def _cell(value: Any) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the ``lockgate`` command; returns its exit status."""
+    # before gRPC is imported: grpcio's fork handlers can kill the child that PySpark forks (with a
+    # preexec_fn) to start its JVM while a channel or server is live; nothing here uses gRPC across a fork
+    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
     try:
         return _main(argv)
     except _StdoutClosed:

@@ -56,6 +56,22 @@ ADOPT_WAIT_S = 10.0
 _PROC = os.path.isdir("/proc/self")
 
 
+def worker_env() -> dict[str, str]:
+    """The environment of a worker process: this one's, less the token and an armed fault.
+
+    The token never goes into the environment (Spark's JVM and its Python workers, hence the
+    pipeline's code, inherit it; ``/proc/<pid>/environ`` keeps it): the worker reads it from a pipe.
+    gRPC's fork support is off: grpcio's fork handlers run in the child that PySpark forks (with
+    a ``preexec_fn``) to start the worker's JVM while its heartbeat channel is live, and now and
+    then killed that child before its ``exec`` (the JVM never started).
+    """
+    env = {k: v for k, v in os.environ.items() if k not in ("LOCKGATE_TOKEN", "LOCKGATE_FAULT")}
+    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    env.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+    return env
+
+
 class WState(StrEnum):
     STARTING = "STARTING"  # spawned, not connected yet
     IDLE = "IDLE"  # connected, in the pool
@@ -280,11 +296,7 @@ class WorkerPool:
             cmd.append("--allow-any-pipeline")
         if reserved_for is None:
             cmd.append("--warm-up")  # a standby: pay Spark's first-query costs before it is needed
-        # the token never goes into the environment (Spark's JVM and its Python workers, hence
-        # the pipeline's code, inherit it; /proc/<pid>/environ keeps it): a pipe, read and closed at start
-        env = {k: v for k, v in os.environ.items() if k not in ("LOCKGATE_TOKEN", "LOCKGATE_FAULT")}
-        env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        env.setdefault("PYSPARK_PYTHON", sys.executable)
+        env = worker_env()  # the token: a pipe, read and closed at start
         token_r, token_w = os.pipe() if cfg.token else (-1, -1)
         if cfg.token:
             cmd += ["--token-fd", str(token_r)]
