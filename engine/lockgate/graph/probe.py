@@ -18,8 +18,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, LongType, NullType, StructField, StructType
 
 from lockgate.graph.compute import AggregateContext, Step, VertexContext, VertexProgram
-from lockgate.graph.errors import GraphInputError, ProgramReturnError, VertexValueTypeError, step_type_error
-from lockgate.graph.superstep import COUNT, IN_DEGREE, INBOX, OUT_DEGREE, VALUE
+from lockgate.graph.errors import GraphInputError, ProgramReturnError, step_type_error
+from lockgate.graph.superstep import COUNT, IN_DEGREE, INBOX, OUT_DEGREE, VALUE, check_init_type
 
 
 def _name(t: DataType) -> str:
@@ -82,16 +82,7 @@ def probe_program(
                          out_degree=F.col(OUT_DEGREE), in_degree=F.col(IN_DEGREE), superstep=0, num_vertices=1)
     init = _returned(program, "init", program.init(ctx0), Column)
     value_type = base.select(init.alias(VALUE)).schema[VALUE].dataType
-    if isinstance(value_type, NullType):
-        raise VertexValueTypeError(
-            f"{program.name}.init returned a null literal, which has no type. Fix: give it the type of the "
-            "vertex values, e.g. F.lit(None).cast('double')"
-        )
-    if program.value_type is not None and _name(value_type) != _name(program.value_type):
-        raise VertexValueTypeError(
-            f"{program.name}.init returned vertex values of type {_name(value_type)}, but {program.name}.value_type "
-            f"is {_name(program.value_type)}. Fix: cast the value, e.g. .cast('{_name(program.value_type)}')"
-        )
+    check_init_type(program, value_type)
     message_type = program.message_type or value_type
     attrs = [f for f in vschema.fields if f.name != "id"]
     state = spark.createDataFrame([], StructType([

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 
@@ -36,18 +36,7 @@ class SuperstepStats:
 
     def to_json(self) -> dict[str, Any]:
         """The stats as a JSON object (``_superstep.json``)."""
-        return {
-            "superstep": self.superstep,
-            "messages_sent": self.messages_sent,
-            "vertices_changed": self.vertices_changed,
-            "active_vertices": self.active_vertices,
-            "elapsed_ms": self.elapsed_ms,
-            "num_vertices": self.num_vertices,
-            "aggregates": self.aggregates,
-            "state_uri": self.state_uri,
-            "halted_by": self.halted_by,
-            "checkpointed": self.checkpointed,
-        }
+        return asdict(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SuperstepStats:

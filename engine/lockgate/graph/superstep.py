@@ -157,6 +157,23 @@ def _jsonable(v: Any) -> Any:
     return str(v)
 
 
+def check_init_type(program: VertexProgram, value_type: DataType) -> None:
+    """Raise :class:`VertexValueTypeError` when ``init``'s vertex values have no type (a bare null
+    literal) or not the type the program declares (``value_type``)."""
+    if isinstance(value_type, NullType):
+        raise VertexValueTypeError(
+            f"{program.name}.init returned a null literal, which has no type. Fix: give it the "
+            "type of the vertex values, e.g. F.lit(None).cast('double')"
+        )
+    declared = program.value_type
+    if declared is not None and not _same_type(value_type, declared):
+        raise VertexValueTypeError(
+            f"{program.name}.init returned vertex values of type {_type_name(value_type)}, but "
+            f"{program.name}.value_type is {_type_name(declared)}. Fix: cast the value, e.g. "
+            f".cast('{_type_name(declared)}'), or change value_type"
+        )
+
+
 class SuperstepDriver:
     """Runs a vertex program superstep by superstep, with its state in Parquet under ``folder``.
 
@@ -322,18 +339,7 @@ class SuperstepDriver:
         init = self._call("init", ctx, Column)
         probe = base.select(init.alias(VALUE))
         value_type = probe.schema[VALUE].dataType
-        if isinstance(value_type, NullType):
-            raise VertexValueTypeError(
-                f"{self.program.name}.init returned a null literal, which has no type. Fix: give it the "
-                "type of the vertex values, e.g. F.lit(None).cast('double')"
-            )
-        declared = self.program.value_type
-        if declared is not None and not _same_type(value_type, declared):
-            raise VertexValueTypeError(
-                f"{self.program.name}.init returned vertex values of type {_type_name(value_type)}, but "
-                f"{self.program.name}.value_type is {_type_name(declared)}. Fix: cast the value, e.g. "
-                f".cast('{_type_name(declared)}'), or change value_type"
-            )
+        check_init_type(self.program, value_type)
         if previous is not None:
             prev_type = previous.schema["value"].dataType
             if not _same_type(prev_type, value_type):
