@@ -180,8 +180,8 @@ class Compiler(JoinMixin, TopNMixin):
         if node.op == "source":
             src = node.config["source"]
             rel.event_time = src.get("event_time")
-            if src.get("kind") == "nexmark":
-                rel.columns = list(SCHEMAS[src["stream"]].names)
+            if src.get("kind") == "nexmark":  # its columns, then its arrival column (q12's p_time) if any
+                rel.columns = list(SCHEMAS[src["stream"]].names) + ([src["arrival"]] if src.get("arrival") else [])
         elif node.op in ("window_aggregate", "window_top_n"):
             spec = node.config["window"]
             rel.window = spec_of(spec)

@@ -30,6 +30,7 @@ class JoinMixin:
         outer_where: list[Any] = list(where)
         if how == "inner" and on is None:  # FROM a, b WHERE ...: the WHERE is the join condition
             conds, outer_where = outer_where, []
+        on_text = " AND ".join(c.sql(dialect=DIALECT) for c in conds)
         # make both sides' columns known: a side of unknown columns keeps those the query names
         referenced = {a: sorted({c.name for c in tree.find_all(exp.Column) if c.table == a}) for a in (la, ra)}
         sides = []
@@ -52,6 +53,14 @@ class JoinMixin:
             owners = [a for a, cs in cols.items() if e.name in cs]
             return owners[0] if len(owners) == 1 else None
 
+        event_times = (left.event_time, right.event_time)
+        # the join's part of WHERE after JOIN ... ON (the published Nexmark q7 bounds the time there):
+        # an equality of the two streams' columns, window(a.ts) = window(b.ts) and a bound of the two
+        # event times; the rest of WHERE stays a filter of the joined pairs
+        in_where = [c for c in outer_where if self.joins_both(c, which, la, ra, event_times)]
+        if how == "inner":
+            conds += in_where
+            outer_where = [c for c in outer_where if not any(c is w for w in in_where)]
         keys: list[tuple[str, str]] = []
         window_eq: list[tuple[str, str]] = []
         window_fn: list[tuple[Any, Any]] = []
@@ -78,6 +87,13 @@ class JoinMixin:
                 residual += [b[4] for b in bound if b[0] is None]
                 continue
             residual.append(c)
+        if how != "inner" and in_where and not (keys and (window_eq or window_fn or bounds)):
+            # after an outer join a WHERE condition on both streams drops the unmatched rows
+            moved = " AND ".join(c.sql(dialect=DIALECT) for c in in_where)
+            raise self.refuse(f"{how.upper()} JOIN ... WHERE {moved}",
+                              f"a condition on both streams in WHERE after a {how.upper()} JOIN drops its unmatched "
+                              f"rows, and an outer join's keys and time bound are its ON: move it into ON (ON "
+                              f"{on_text + ' AND ' if on_text else ''}{moved}), or write JOIN for an inner join")
         if not keys:
             raise self.refuse("JOIN", "the condition equates no column of one stream with one of the other "
                               "(ON a.k = b.k): a join without keys would pair every record with every other")
@@ -112,26 +128,33 @@ class JoinMixin:
             rts = {b[2] for b in bounds}
             if len(lts) > 1 or len(rts) > 1:
                 raise self.refuse("JOIN", f"the time condition compares several columns ({', '.join(sorted(lts))} "
-                                  f"with {', '.join(sorted(rts))}): bound the two streams' event times")
+                                  f"with {', '.join(sorted(rts))}): bound the two streams' event times "
+                                  f"({la}.{left.event_time} and {ra}.{right.event_time})")
             lower = [b[3] for b in bounds if b[0] == ">="]
             upper = [b[3] for b in bounds if b[0] == "<="]
             if not lower or not upper:
-                missing = "lower" if not lower else "upper"
-                raise self.refuse("JOIN", f"the time condition has no {missing} bound on {la}.{next(iter(lts))} - "
-                                  f"{ra}.{next(iter(rts))} (a bound that is a column, not an INTERVAL, does not "
-                                  "count): an unbounded join keeps every record forever; add e.g. "
-                                  f"AND {la}.{next(iter(lts))} <= {ra}.{next(iter(rts))} + INTERVAL '1' DAY")
+                lt, rt = f"{la}.{next(iter(lts))}", f"{ra}.{next(iter(rts))}"
+                if not lower:  # left - right >= min(upper) - 1 day: right <= left + (1 day - min(upper))
+                    missing, add = "lower", f"{rt} <= {lt}{interval_sql(timedelta(days=1) - min(upper))}"
+                else:  # left - right <= max(lower) + 1 day
+                    missing, add = "upper", f"{lt} <= {rt}{interval_sql(max(lower) + timedelta(days=1))}"
+                raise self.refuse("JOIN", f"the time condition has no {missing} bound on {lt} - {rt} (a bound "
+                                  "that is a column, not an INTERVAL, does not count): an unbounded join keeps "
+                                  f"every record forever; add e.g. AND {add}")
             kwargs["between"] = (max(lower), min(upper))
             times = (next(iter(lts)), next(iter(rts)))
             if how == "inner":
                 residual += [b[4] for b in bounds if b[4] is not None]  # strict bounds, exactly
-            elif any(b[4] is not None for b in bounds):
-                raise self.refuse(f"{how.upper()} JOIN", "write the time bound with >=, <= or BETWEEN")
+            else:
+                strict = next((b[4] for b in bounds if b[4] is not None), None)
+                if strict is not None:
+                    inclusive = (exp.GTE if isinstance(strict, exp.GT) else exp.LTE)(
+                        this=strict.this.copy(), expression=strict.expression.copy())
+                    raise self.refuse(f"{how.upper()} JOIN ... ON {strict.sql(dialect=DIALECT)}",
+                                      "an outer join's time bound is inclusive (>=, <= or BETWEEN): write "
+                                      f"{inclusive.sql(dialect=DIALECT)}")
         else:
-            raise self.refuse("JOIN", "the condition bounds no time: add a time bound (AND a.ts BETWEEN b.ts - "
-                              "INTERVAL '10' SECOND AND b.ts + INTERVAL '10' SECOND), join equal windows "
-                              "(window(a.ts, '10 seconds') = window(b.ts, '10 seconds')), or join with "
-                              "Stream.join(other, on=..., ttl=timedelta(...)) in Python")
+            raise self.refuse("JOIN", self.no_time_bound(keys, (left, la), (right, ra), outer_where, which))
         stream = left.stream.join(right.stream, times=times, **kwargs)
         # the output's names: as the join operators name them
         lcols, rcols = list(left.columns), list(right.columns)
@@ -153,6 +176,52 @@ class JoinMixin:
             rel.event_time = "window_end"
         scope = Scope(exp, {la: lnames, ra: rnames}, self.name)
         return rel, scope, residual + outer_where
+
+    def joins_both(self, c: Any, which: Any, la: str, ra: str, times: tuple[str | None, str | None]) -> bool:
+        """Whether a WHERE conjunct belongs to the join of ``la`` and ``ra``: an equality of a column
+        of each, ``window(a.ts, ...) = window(b.ts, ...)``, or a time bound of the two streams'
+        event times (``B.ts BETWEEN B1.ts - INTERVAL '10' SECOND AND B1.ts``). A comparison of
+        other columns (``B.date_time <= A.expires``) is a filter."""
+        exp = self.exp
+        if isinstance(c, exp.EQ):
+            a, b = which(c.this), which(c.expression)
+            if a and b and a != b:
+                return True
+            if all(isinstance(x, exp.Anonymous) and x.name.lower() == "window" and x.expressions
+                   for x in (c.this, c.expression)):
+                return {which(x.expressions[0]) for x in (c.this, c.expression)} == {la, ra}
+            return False
+        parts = [b for b in self.bound(c, which, la, ra, times) if b[0] is not None]
+        return bool(parts) and all((times[0] is None or b[1] == times[0]) and (times[1] is None or b[2] == times[1])
+                                   for b in parts)
+
+    def no_time_bound(self, keys: list[tuple[str, str]], lside: tuple[Relation, str], rside: tuple[Relation, str],
+                      where: list[Any], which: Any) -> str:
+        """The error of a join whose condition bounds no time, with the bounds to add (each one
+        that compiles as written)."""
+        (left, la), (right, ra) = lside, rside
+        lt, rt = left.event_time, right.event_time
+        ttl = (f"Stream.join(other, left_on={[k for k, _ in keys]}, right_on={[k for _, k in keys]}, "
+               "ttl=timedelta(days=1)) in Python")
+        if lt is None or rt is None:
+            unknown = " and ".join(a for a, t in ((la, lt), (ra, rt)) if t is None)
+            return (f"the condition bounds no time, and the event time of {unknown} is not known here: select it "
+                    "(its stream's event-time column, or its window's end) in the subquery and bound the two "
+                    f"event times (BETWEEN with INTERVALs) in ON or WHERE, or join with {ttl}")
+        # a comparison in WHERE that looks like a bound but is not of the event times
+        near = ""
+        for c in where:
+            parts = [b for b in self.bound(c, which, la, ra, (lt, rt)) if b[0] is not None]
+            if parts:
+                near = (f"{c.sql(dialect=DIALECT)} compares {la}.{parts[0][1]} and {ra}.{parts[0][2]}, not the "
+                        f"event times {la}.{lt} and {ra}.{rt}, so it is a filter, and ")
+                break
+        between = (f"AND {ra}.{rt} BETWEEN {la}.{lt} - INTERVAL '10' SECOND AND {la}.{lt} + "
+                   "INTERVAL '10' SECOND")
+        windows = "" if left.window or right.window else (
+            f", join equal windows (AND window({la}.{lt}, '10 seconds') = window({ra}.{rt}, '10 seconds'))")
+        return (f"{near}the condition bounds no time: add a time bound to ON or WHERE ({between}){windows}, or "
+                f"join with {ttl}")
 
     def bound(self, c: Any, which: Any, la: str, ra: str,
               times: tuple[str | None, str | None]) -> list[tuple[str, str, str, timedelta, Any]]:
@@ -205,3 +274,16 @@ class JoinMixin:
         unit = interval.args.get("unit")
         text = f"{interval.this.name} {unit.name if unit is not None else ''}"
         return alias, e.name, sign * duration(text, f"INTERVAL {text.strip()}", self.name)
+
+
+def interval_sql(offset: timedelta) -> str:
+    """`` + INTERVAL '1' DAY`` (or `` - ...``) for an offset; empty for none."""
+    us = round(offset / timedelta(microseconds=1))
+    if not us:
+        return ""
+    sign, us = (" + " if us > 0 else " - "), abs(us)
+    for unit, size in (("DAY", 86_400_000_000), ("HOUR", 3_600_000_000), ("MINUTE", 60_000_000),
+                       ("SECOND", 1_000_000), ("MILLISECOND", 1000), ("MICROSECOND", 1)):
+        if us % size == 0:
+            return f"{sign}INTERVAL '{us // size}' {unit}"
+    raise AssertionError("unreachable: every offset is a whole number of microseconds")
