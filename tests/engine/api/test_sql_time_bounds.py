@@ -146,6 +146,8 @@ SUGGESTIONS = [
     ("no-bound-beside-a-filter", f"{JOIN} WHERE B.date_time BETWEEN A.expires - INTERVAL '1' HOUR AND A.expires",
      "compares A.expires and B.date_time, not the event times", r"add a time bound to ON or WHERE \((AND .*?)\),",
      _append),
+    ("outer-no-bound", LEFT, "LEFT JOIN cannot run incrementally here: the condition bounds no time",
+     r"add a time bound to ON \((AND .*?)\),", _append),
     ("outer-where-into-on", f"{LEFT} WHERE {LOWER} AND {UPPER}", "drops its unmatched rows",
      r"move it into ON \((ON .*?)\), or", _replace(f"ON A.id = B.auction WHERE {LOWER} AND {UPPER}")),
     ("outer-where-inner", f"{LEFT} WHERE {LOWER} AND {UPPER}", "drops its unmatched rows",
@@ -186,13 +188,14 @@ def test_the_suggested_bound_for_the_issues_query_is_the_one_that_bounds_it(spar
     assert "no lower bound" in _error(f"{query} AND A.date_time <= B.date_time + INTERVAL '1' DAY")
 
 
-def test_the_suggested_python_join_builds(spark):
+@pytest.mark.parametrize(("query", "how"), [(JOIN, "inner"), (LEFT, "left")], ids=["inner", "left"])
+def test_the_suggested_python_join_builds(spark, query, how):
     """The error's ``Stream.join(other, ...)`` with its keys builds and compiles for the two streams."""
     from lockgate.runtime.compiler import compile_pipeline
 
-    found = re.search(r"join with (Stream\.join\(other, .*?\)) in Python", _error(JOIN))
-    assert found, _error(JOIN)
-    p = _pipeline(JOIN)
+    found = re.search(r"join with (Stream\.join\(other, .*?\)) in Python", _error(query))
+    assert found, _error(query)
+    p = _pipeline(query)
     auctions, bids = lg.Stream(p, "auctions"), lg.Stream(p, "bids")
     joined = eval(found.group(1).replace("Stream.join", "auctions.join"),  # the error's own text
                   {"auctions": auctions, "other": bids, "timedelta": timedelta})
@@ -201,10 +204,12 @@ def test_the_suggested_python_join_builds(spark):
     join = g.vertices[joined.node]
     assert (join.config["left_on"], join.config["right_on"]) == (["id"], ["auction"])
     assert (join.config["lower_us"], join.config["upper_us"]) == (-86_400_000_000, 86_400_000_000)
+    assert join.config["how"] == how
 
 
 # -- the published queries, with what the README says to change -----------------------------
 PUBLISHED = {
+    "q2": "SELECT auction, price FROM bids WHERE MOD(auction, 123) = 0",  # as published
     # a time bound added (here in WHERE, where the published query has its conditions)
     "q3": """SELECT P.name, P.city, P.state, A.id FROM auctions AS A INNER JOIN persons AS P ON A.seller = P.id
              WHERE A.category = 10 AND (P.state = 'OR' OR P.state = 'ID' OR P.state = 'CA')
@@ -240,7 +245,8 @@ PUBLISHED = {
 @pytest.mark.parametrize("name", list(PUBLISHED))
 def test_the_published_queries_compile_with_the_changes_the_readme_lists(spark, name):
     g = _graph(spark, PUBLISHED[name])
-    assert any(v.op == "interval_join" for v in g.vertices.values())
+    ops = {v.op for v in g.vertices.values()}
+    assert ("interval_join" in ops) == (name != "q2"), ops
 
 
 def test_q4_without_its_key_is_refused_saying_to_keep_it(spark):

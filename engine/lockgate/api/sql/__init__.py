@@ -17,7 +17,9 @@ becomes:
   when the condition bounds ``a.ts - b.ts`` on both sides (``BETWEEN``, ``>=``, ``<=`` with
   ``INTERVAL``s), a windowed join when it equates the window columns of two windowed
   aggregates of the same window (``a.starttime = b.starttime``) or writes
-  ``window(a.ts, '10 seconds') = window(b.ts, '10 seconds')``; ``LEFT``/``RIGHT``/``FULL`` too;
+  ``window(a.ts, '10 seconds') = window(b.ts, '10 seconds')``; ``LEFT``/``RIGHT``/``FULL`` too.
+  Of an inner join, the bound (and a key or window equality) may sit in the WHERE after
+  ``JOIN ... ON`` (the published Nexmark q7); the rest of WHERE is a filter of the pairs;
 - ``SELECT ... FROM (SELECT ..., ROW_NUMBER() OVER (PARTITION BY keys ORDER BY c DESC) AS rn
   FROM ...) WHERE rn <= N``: top-N, per window when ``PARTITION BY`` holds ``window(ts, ...)``
   or the window columns of a windowed aggregate, else an unbounded top-N per key (an updating

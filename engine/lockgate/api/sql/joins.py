@@ -154,7 +154,8 @@ class JoinMixin:
                                       "an outer join's time bound is inclusive (>=, <= or BETWEEN): write "
                                       f"{inclusive.sql(dialect=DIALECT)}")
         else:
-            raise self.refuse("JOIN", self.no_time_bound(keys, (left, la), (right, ra), outer_where, which))
+            raise self.refuse(f"{how.upper()} JOIN" if how != "inner" else "JOIN",
+                              self.no_time_bound(how, keys, (left, la), (right, ra), outer_where, which))
         stream = left.stream.join(right.stream, times=times, **kwargs)
         # the output's names: as the join operators name them
         lcols, rcols = list(left.columns), list(right.columns)
@@ -195,19 +196,20 @@ class JoinMixin:
         return bool(parts) and all((times[0] is None or b[1] == times[0]) and (times[1] is None or b[2] == times[1])
                                    for b in parts)
 
-    def no_time_bound(self, keys: list[tuple[str, str]], lside: tuple[Relation, str], rside: tuple[Relation, str],
-                      where: list[Any], which: Any) -> str:
+    def no_time_bound(self, how: str, keys: list[tuple[str, str]], lside: tuple[Relation, str],
+                      rside: tuple[Relation, str], where: list[Any], which: Any) -> str:
         """The error of a join whose condition bounds no time, with the bounds to add (each one
         that compiles as written)."""
         (left, la), (right, ra) = lside, rside
         lt, rt = left.event_time, right.event_time
         ttl = (f"Stream.join(other, left_on={[k for k, _ in keys]}, right_on={[k for _, k in keys]}, "
-               "ttl=timedelta(days=1)) in Python")
+               + ("" if how == "inner" else f"how={how!r}, ") + "ttl=timedelta(days=1)) in Python")
+        place = "ON or WHERE" if how == "inner" else "ON"  # after an outer join, WHERE is a filter of its rows
         if lt is None or rt is None:
             unknown = " and ".join(a for a, t in ((la, lt), (ra, rt)) if t is None)
             return (f"the condition bounds no time, and the event time of {unknown} is not known here: select it "
                     "(its stream's event-time column, or its window's end) in the subquery and bound the two "
-                    f"event times (BETWEEN with INTERVALs) in ON or WHERE, or join with {ttl}")
+                    f"event times (BETWEEN with INTERVALs) in {place}, or join with {ttl}")
         # a comparison in WHERE that looks like a bound but is not of the event times
         near = ""
         for c in where:
@@ -220,7 +222,7 @@ class JoinMixin:
                    "INTERVAL '10' SECOND")
         windows = "" if left.window or right.window else (
             f", join equal windows (AND window({la}.{lt}, '10 seconds') = window({ra}.{rt}, '10 seconds'))")
-        return (f"{near}the condition bounds no time: add a time bound to ON or WHERE ({between}){windows}, or "
+        return (f"{near}the condition bounds no time: add a time bound to {place} ({between}){windows}, or "
                 f"join with {ttl}")
 
     def bound(self, c: Any, which: Any, la: str, ra: str,
