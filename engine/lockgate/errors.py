@@ -236,3 +236,67 @@ class SourceRefusedError(LockgateError):
     credentials, no such database or table, no permission)."""
 
     code = "FAILED_PRECONDITION"
+
+
+#: the line between a failure's one-line message and the full text Spark gave (JVM stack
+#: traces, the Python worker's traceback) where both are stored together (a cycle's error)
+DETAIL_MARKER = "--- as Spark reported it ---"
+
+
+class SparkFailureError(LockgateError):
+    """A round that Spark failed for a reason in the job's data or code, as one line naming the
+    window, the operator or source (``operator``), what went wrong and the fix. ``detail`` keeps
+    the full text Spark gave (the JVM's stack trace, the Python worker's traceback): ``lockgate
+    -v`` prints it and the catalog stores it with the failed cycle. Nothing of the window is
+    committed; once fixed, the next run runs it again."""
+
+    code = "FAILED_PRECONDITION"
+    window: int | None = None
+    operator: str | None = None
+    detail: str | None = None
+
+    def __init__(self, message: str, *, window: int | None = None, operator: str | None = None,
+                 detail: str | None = None):
+        super().__init__(message)
+        self.window, self.operator, self.detail = window, operator, detail
+
+
+class SourceSchemaError(SparkFailureError):
+    """A source's file holds a column of another type than the source's schema declares (a
+    Parquet ``src`` of strings where the schema says BIGINT): ``file``, ``column``,
+    ``expected`` and ``found`` say which (None where Spark did not say)."""
+
+    file: str | None = None
+    column: str | None = None
+    expected: str | None = None
+    found: str | None = None
+
+
+class ExpressionError(SparkFailureError):
+    """An operator's expression that fails on a value under ANSI SQL (a CAST of a string that
+    is no number, an overflow, a division by zero): ``expression``, ``value``, ``expected``
+    (the type cast to) say which (None where Spark did not say)."""
+
+    expression: str | None = None
+    value: str | None = None
+    expected: str | None = None
+
+
+class UserFunctionError(SparkFailureError):
+    """A pipeline's own function (``map_batches``) raised: ``error_type`` and ``error_message``
+    are its exception's; ``detail`` ends with its Python traceback. A controller retries the
+    round (with its restart backoff) unless the exception was a ValueError, TypeError or
+    ArithmeticError, which fail the same way every time (code ``FAILED_PRECONDITION``)."""
+
+    code = "ABORTED"
+    error_type: str | None = None
+    error_message: str | None = None
+
+
+class SparkMemoryError(SparkFailureError):
+    """Spark ran out of memory in a round: ``where`` is ``"jvm"`` (java.lang.OutOfMemoryError, in
+    the driver or an executor) or ``"python"`` (a MemoryError in a Python worker or the driver's
+    Python). The message names the Spark settings to raise and the smaller cycle window."""
+
+    code = "RESOURCE_EXHAUSTED"
+    where: str | None = None

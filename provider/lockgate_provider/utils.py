@@ -24,7 +24,14 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from lockgate import CheckpointInfo, JobState
-from lockgate.errors import CompileError, JobNotFoundError, LockgateError, PipelineLoadError, WindowGapError
+from lockgate.errors import (
+    DETAIL_MARKER,
+    CompileError,
+    JobNotFoundError,
+    LockgateError,
+    PipelineLoadError,
+    WindowGapError,
+)
 
 ACTIVE_STATES: frozenset[JobState] = frozenset(
     {JobState.COMPILING, JobState.SCHEDULING, JobState.RUNNING, JobState.RECOVERING, JobState.STOPPING}
@@ -202,8 +209,9 @@ _CAUSE = re.compile(r"^\s*([A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)):\s+\
 
 def short_error(error: object, limit: int = 600) -> str:
     """An engine error in a line or two: its first line and its root cause (the last
-    ``SomethingError: message`` line), without the Python and JVM tracebacks in between."""
-    text = str(error).strip()
+    ``SomethingError: message`` line), without the Python and JVM tracebacks in between. A
+    Spark failure Lockgate read is its one line: Spark's text after ``DETAIL_MARKER`` is left out."""
+    text = str(error).split(DETAIL_MARKER, 1)[0].strip()
     lines = [ln for ln in text.splitlines() if ln.strip()]
     if len(lines) <= 1:
         return text[:limit]

@@ -200,6 +200,11 @@ def test_short_error_and_failed_run_message():
     trace = "Py4JJavaError: an error occurred\n  at org.apache.spark...\n  at x\nRuntimeError: boom: the real cause\n"
     assert short_error(trace) == "Py4JJavaError: an error occurred ... RuntimeError: boom: the real cause"
     assert short_error("one line") == "one line"
+    # a Spark failure Lockgate read: its line alone, not the JVM text kept after the marker
+    from lockgate.errors import DETAIL_MARKER
+
+    mapped = f"SourceSchemaError: job 'j', window 3, source 'links': ...\n\n{DETAIL_MARKER}\n{trace}"
+    assert short_error(mapped) == "SourceSchemaError: job 'j', window 3, source 'links': ..."
     assert len(short_error("x" * 2000)) == 600
     msg = failed_run_message("bids", W0, "RuntimeError: boom", W0 + 2)
     assert msg == (f"Lockgate job 'bids' failed: RuntimeError: boom. Windows up to {W0 + 2} are committed; "

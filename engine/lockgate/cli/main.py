@@ -295,6 +295,9 @@ def _main(argv: list[str] | None) -> int:
     except _StdoutClosed:
         raise
     except LockgateError as err:
+        detail = getattr(err, "detail", None)
+        if args.verbose and detail:  # the full text Spark gave (JVM stack trace, Python traceback)
+            print(detail, file=sys.stderr)
         print(f"lockgate: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -20,10 +20,16 @@ class Progress:
         self.done = 0
         self.rows = 0
         self.t0 = time.monotonic()
+        #: the last failed window's line, printed once the run goes on (a controller's restart)
+        self.failed: str | None = None
 
     def __call__(self, e: JobEvent) -> None:
         if not self.enabled:
             return
+        ending = e.kind in ("cycle_failed", "run_failed") or (e.kind == "state" and e.state == "FAILED")
+        if self.failed is not None and not ending:  # the run went on (a controller's restart): say what failed
+            self._line(self.failed)
+            self.failed = None
         if e.kind == "run_planned" and self.total is None:
             self.total = int(e.message.split()[0])
         elif e.kind == "cycle_done":
@@ -31,7 +37,9 @@ class Progress:
             self.rows += e.rows_in
             self._draw(e)
         elif e.kind == "cycle_failed":
-            self._line(f"window {e.window} failed: {e.message}")
+            # held back: a run that ends with this failure prints it once, as its error line
+            first = (e.message.strip().splitlines() or [""])[0]
+            self.failed = f"window {e.window} failed: {first}"
         elif e.kind == "recovered":
             self._line(f"window {e.window}: {e.message}")
 

@@ -29,6 +29,7 @@ from ..plan.explain import explain
 from ..runtime.compiler import compile_pipeline
 from ..runtime.cycle import CycleRunner
 from ..runtime.results import CycleResult, RestorePoint
+from ..runtime.spark_failures import mapped_failures
 from ..states import is_terminal
 from .base import (
     AsyncClient,
@@ -55,10 +56,12 @@ class LocalCycleExecutor:
         self.runner = runner
 
     def run_cycle(self, window: int, attempt: int, restore: RestorePoint | None) -> CycleResult:
-        return self.runner.run(window, attempt, restore)
+        with mapped_failures(self.runner, [window]):  # Spark's failures as one-line errors
+            return self.runner.run(window, attempt, restore)
 
     def run_group(self, windows: list[int], attempts: list[int], restore: RestorePoint | None) -> list[CycleResult]:
-        return self.runner.run_group(windows, attempts, restore)
+        with mapped_failures(self.runner, windows):
+            return self.runner.run_group(windows, attempts, restore)
 
 
 class EmbeddedClient(Client):

@@ -41,7 +41,14 @@ from .. import faults
 from ..checkpoint.catalog import Catalog, CheckpointRecord
 from ..checkpoint.layers import has_state, needed_by_all
 from ..checkpoint.snapshots import SnapshotStore, parse_snapshot_uri
-from ..errors import FencedError, JobNotFoundError, SnapshotError, StateLayoutError, WindowGapError
+from ..errors import (
+    DETAIL_MARKER,
+    FencedError,
+    JobNotFoundError,
+    SnapshotError,
+    StateLayoutError,
+    WindowGapError,
+)
 from ..logs import get_logger, log_event
 from ..plan.logical import OperatorKind, PipelineGraph
 from ..plan.one_pass import one_pass
@@ -66,6 +73,15 @@ class CycleExecutor(Protocol):
     def run_group(self, windows: list[int], attempts: list[int], restore: RestorePoint | None) -> list[CycleResult]:
         """Consecutive windows in one go (a catch-up group): one result per window."""
         ...
+
+
+def failure_text(err: BaseException) -> str:
+    """What a failed cycle's record keeps of ``err``: its one line and, for an error that carries
+    the full text Spark gave (``detail``: the JVM's stack trace, the Python worker's traceback),
+    that text after :data:`~lockgate.errors.DETAIL_MARKER`."""
+    text = f"{type(err).__name__}: {err}"
+    detail = getattr(err, "detail", None)
+    return f"{text}\n\n{DETAIL_MARKER}\n{detail}" if isinstance(detail, str) and detail else text
 
 
 def _event(kind: str, job: str, **fields: Any) -> JobEvent:
@@ -444,11 +460,11 @@ class CycleScheduler:
             if self.fenced():  # the take-over deleted this round's files: that is the error
                 self._abandon(window, cycle.attempt)
                 raise self._fenced_error(window, err) from err
-            self.catalog.fail_cycle(cycle.id, f"{type(err).__name__}: {err}")
+            self.catalog.fail_cycle(cycle.id, failure_text(err))
             self._emit(_event("cycle_failed", self.job, window=window, message=str(err)))
             raise
         except BaseException as err:
-            self.catalog.fail_cycle(cycle.id, f"{type(err).__name__}: {err}")
+            self.catalog.fail_cycle(cycle.id, failure_text(err))
             self._emit(_event("cycle_failed", self.job, window=window, message=str(err)))
             raise
         manifest = {**result.to_manifest(), "sinks": self.sinks}
@@ -532,7 +548,7 @@ class CycleScheduler:
 
     def _fail_cycles(self, cycles: list[Any], err: BaseException) -> None:
         for c in cycles:
-            self.catalog.fail_cycle(c.id, f"{type(err).__name__}: {err}")
+            self.catalog.fail_cycle(c.id, failure_text(err))
         self._emit(_event("cycle_failed", self.job, window=cycles[0].window, message=str(err)))
 
     def check_gap(self, first: int) -> None:

@@ -33,9 +33,14 @@ class CycleFailedError(LockgateError):
 
     code = "ABORTED"
 
+    #: the full text the worker's error carried (Spark's, for a SparkFailureError), else None
+    detail: str | None = None
+
     def __init__(self, message: str, error_type: str = "", error_code: str = "", cancelled: bool = False,
                  deterministic: bool = False):
-        super().__init__(message)
+        message, marker, detail = message.partition(lg_errors.DETAIL_MARKER)
+        super().__init__(message.rstrip() if marker else message)
+        self.detail = detail.strip() or None
         self.error_type = error_type
         self.error_code = error_code
         self.cancelled = cancelled

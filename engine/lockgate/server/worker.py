@@ -216,10 +216,13 @@ class Worker:
 
     @staticmethod
     def _error_fields(err: BaseException) -> dict[str, str]:
-        from ..errors import LockgateError
+        from ..errors import DETAIL_MARKER, LockgateError
 
         code = err.code if isinstance(err, LockgateError) else ""
         message = str(err) if isinstance(err, LockgateError) else f"{type(err).__name__}: {err}"
+        detail = getattr(err, "detail", None) if isinstance(err, LockgateError) else None
+        if detail:  # Spark's full text travels after the marker (CycleFailedError splits it off)
+            message += f"\n\n{DETAIL_MARKER}\n{detail}"
         return {"error_type": type(err).__name__, "error_code": code, "message": message}
 
     # -- tasks -------------------------------------------------------------------------
@@ -276,11 +279,15 @@ class Worker:
                     r.window, r.snapshot_uri if r.HasField("snapshot_uri") else None,
                     json.loads(r.snapshot_manifest_json or "{}"),
                 )
+            from ..runtime.spark_failures import mapped_failures
+
             if task.group_windows:
-                results = self.runner.run_group(list(task.group_windows), list(task.group_attempts), restore)
+                with mapped_failures(self.runner, list(task.group_windows)):  # Spark's failures as one line
+                    results = self.runner.run_group(list(task.group_windows), list(task.group_attempts), restore)
                 body = json.dumps({"results": [asdict(r) for r in results]})
             else:
-                body = json.dumps(asdict(self.runner.run(task.window, task.attempt, restore)))
+                with mapped_failures(self.runner, [task.window]):
+                    body = json.dumps(asdict(self.runner.run(task.window, task.attempt, restore)))
             if self.cancelled:
                 # the round's Spark jobs all finished between two cancellations: a cancelled
                 # round still must not become a window (its staged output is garbage now)
