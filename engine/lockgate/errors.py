@@ -238,6 +238,20 @@ class SourceRefusedError(LockgateError):
     code = "FAILED_PRECONDITION"
 
 
+class InvalidRecordsError(LockgateError):
+    """Records that break a source's or a graph's contract (a line that does not parse into the
+    declared schema, a record with no event time, a null vertex id) under ``invalid="fail"``:
+    the window fails and nothing of it is committed. ``source``, ``file``, ``column`` and
+    ``count`` say where (None where unknown)."""
+
+    code = "FAILED_PRECONDITION"
+
+    def __init__(self, message: str, source: str | None = None, file: str | None = None,
+                 column: str | None = None, count: int = 0):
+        super().__init__(message)
+        self.source, self.file, self.column, self.count = source, file, column, count
+
+
 #: the line between a failure's one-line message and the full text Spark gave (JVM stack
 #: traces, the Python worker's traceback) where both are stored together (a cycle's error)
 DETAIL_MARKER = "--- as Spark reported it ---"

@@ -32,7 +32,7 @@ from ..errors import CompileError
 from .aggregates import Aggregate
 from .graphs import Graph
 from .sinks import Sink
-from .sources import Source
+from .sources import Source, check_invalid
 from .tables import FileTable, LookupTable, PostgresTable
 from .windows import Session, Sliding, Tumbling, Watermark, WindowSpec, _micros
 
@@ -67,6 +67,14 @@ class Pipeline:
     :param watermark: allowed lateness and what to do with late records.
     :param parallelism: default number of partitions of keyed operators.
     :param origin: the instant window 0 starts at; window ids are stable across runs.
+    :param invalid: what happens to a record that breaks a source's or a graph's contract (a CSV
+        or JSON line that does not parse into the declared schema, an edge with a null ``src`` or
+        ``dst``, a vertex with a null ``id``): ``"fail"`` (the
+        default) fails the window with one line naming the source or operator, the file, the
+        column and the count, and commits nothing; ``"skip"`` drops such records and counts them
+        (``invalid_rows`` in ``lockgate cycles``, the run's summary and the UI). A source's own
+        ``invalid=`` overrides it. Never silent. A record whose event time is null fails its
+        window whatever the rule: no cycle window holds it.
     """
 
     def __init__(
@@ -76,6 +84,7 @@ class Pipeline:
         watermark: Watermark | None = None,
         parallelism: int = 2,
         origin: datetime = EPOCH,
+        invalid: str = "fail",
     ):
         if not name or not name.replace("_", "").replace("-", "").isalnum():
             raise ValueError(f"pipeline name {name!r}: use letters, digits, '_' and '-' only")
@@ -86,6 +95,7 @@ class Pipeline:
         self.watermark = watermark or Watermark()
         self.parallelism = parallelism
         self.origin = origin if origin.tzinfo else origin.replace(tzinfo=UTC)
+        self.invalid = check_invalid(invalid, f"pipeline {name!r}")
         self.nodes: dict[str, OpNode] = {}
         self._counters: dict[str, int] = {}
         #: what Pipeline.sql knows of the streams it made (columns, event time, window)

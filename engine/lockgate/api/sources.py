@@ -13,6 +13,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 FILE_FORMATS = ("parquet", "csv", "json")
+#: what a pipeline does with a record that breaks its source's contract (see Pipeline(invalid=))
+INVALID_RULES = ("fail", "skip")
+
+
+def check_invalid(rule: str | None, where: str) -> str | None:
+    """``rule`` if it is one of :data:`INVALID_RULES` (or None); a ValueError naming the fix otherwise."""
+    if rule is not None and rule not in INVALID_RULES:
+        raise ValueError(f"{where}: invalid={rule!r}: use 'fail' (a bad record fails the window, nothing is "
+                         "committed) or 'skip' (bad records are dropped and counted as invalid_rows)")
+    return rule
 
 
 @dataclass(frozen=True)
@@ -25,9 +35,16 @@ class FileSource:
     :param schema: Spark DDL (``"id BIGINT, ts TIMESTAMP"``); required for CSV and JSON,
         read from the files for Parquet when omitted.
     :param arrival: optional timestamp column that slices records into cycle windows.
-    :param options: reader options passed to Spark (e.g. ``{"header": "true"}``).
+    :param options: reader options passed to Spark (e.g. ``{"sep": ";"}``).
+    :param header: CSV only: whether each file's first line names the columns (default True). A
+        header must name the schema's columns in order, or the window fails naming the file: a
+        headerless file read with ``header=True`` never loses its first row silently.
+    :param invalid: ``"fail"`` or ``"skip"``: what a line that does not parse into ``schema``
+        (CSV, JSON) does; None takes the pipeline's ``Pipeline(invalid=)`` (``"fail"`` by
+        default). A record whose event time is null fails its window either way.
 
     >>> FileSource("data/bids", format="parquet", event_time="date_time")
+    >>> FileSource("data/links", format="csv", schema="src BIGINT, dst BIGINT, ts TIMESTAMP", header=False)
     """
 
     path: str
@@ -36,8 +53,16 @@ class FileSource:
     schema: str | None = None
     arrival: str | None = None
     options: dict[str, str] = field(default_factory=dict)
+    header: bool = True
+    invalid: str | None = None
 
     kind = "file"
+
+    def __post_init__(self) -> None:
+        check_invalid(self.invalid, f"FileSource({self.path!r})")
+        if "header" in self.options and str(self.options["header"]).lower() != str(self.header).lower():
+            raise ValueError(f"FileSource({self.path!r}): options={{'header': {self.options['header']!r}}} and "
+                             f"header={self.header} disagree: pass header=True or header=False alone")
 
     def to_config(self) -> dict[str, Any]:
         return {
@@ -48,6 +73,9 @@ class FileSource:
             "schema": self.schema,
             "arrival": self.arrival,
             "options": dict(self.options),
+            # only when set: the plans of sources without them stay as they were
+            **({"header": False} if not self.header else {}),
+            **({"invalid": self.invalid} if self.invalid else {}),
         }
 
 

@@ -28,7 +28,8 @@ def cycles_report(args: argparse.Namespace, client: Any) -> tuple[Any, str]:
             for c in cycles]
     if not cycles:
         return data, f"job {args.job} has no cycle{' at window ' + str(args.window) if args.window is not None else ''} yet"
-    lines = [f"{'WINDOW':<12}{'ATTEMPT':<9}{'STATE':<11}{'ROWS IN':>9}{'ROWS OUT':>10}{'MS':>10}  STARTED"]
+    lines = [f"{'WINDOW':<12}{'ATTEMPT':<9}{'STATE':<11}{'ROWS IN':>9}{'ROWS OUT':>10}{'LATE':>8}{'INVALID':>9}"
+             f"{'MS':>10}  STARTED"]
     for c in cycles:
         lines.append(_cycle_line(c))
         for s in by_attempt.get((c.window, c.attempt), []):
@@ -38,7 +39,8 @@ def cycles_report(args: argparse.Namespace, client: Any) -> tuple[Any, str]:
 
 def _cycle_line(c: CycleInfo) -> str:
     total = sum(v for k, v in c.timings.items() if k in ("read", "plan", "write", "commit", "checkpoint"))
-    return (f"{c.window:<12}{c.attempt:<9}{c.state:<11}{c.rows_in:>9,}{c.rows_out:>10,}{total:>10,.0f}  "
+    return (f"{c.window:<12}{c.attempt:<9}{c.state:<11}{c.rows_in:>9,}{c.rows_out:>10,}{c.late_rows:>8,}"
+            f"{c.invalid_rows:>9,}{total:>10,.0f}  "
             f"{c.started.strftime('%Y-%m-%d %H:%M:%S')}")
 
 

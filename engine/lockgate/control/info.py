@@ -96,6 +96,8 @@ class CycleInfo:
     started: datetime
     finished: datetime | None
     checkpoint: str | None = None
+    #: records the round dropped as invalid under ``invalid="skip"`` (see Pipeline(invalid=))
+    invalid_rows: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

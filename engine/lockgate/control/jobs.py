@@ -175,6 +175,7 @@ class JobOperations:
                 generation=cyc.generation, plan_version=cyc.plan_version, state=cyc.state.value,
                 rows_in=cyc.rows_in, rows_out=cyc.rows_out, late_rows=cyc.late_rows, timings=dict(cyc.timings),
                 error=cyc.error, started=cyc.started, finished=cyc.finished, checkpoint=status,
+                invalid_rows=cyc.invalid_rows,
             ))
         return CyclePage(cycles=cycles, total=total, next_before=rows[-1][0].id if len(rows) == limit else None)
 

@@ -99,8 +99,14 @@ def build_graph(pipeline: Pipeline) -> PipelineGraph:
     wm = pipeline.watermark.to_config()
     vertices: dict[str, PipelineVertex] = {}
     edges: list[PipelineEdge] = []
+    invalid = getattr(pipeline, "invalid", "fail")
     for n in pipeline.nodes.values():
         config = dict(n.config)
+        if invalid != "fail":  # the pipeline's rule for bad records, where the operator reads records
+            if n.op == "source" and not config["source"].get("invalid"):
+                config["source"] = {**config["source"], "invalid": invalid}
+            elif n.op in ("graph_compute", "graph_traverse"):
+                config["invalid"] = invalid
         parallelism = n.parallelism or pipeline.parallelism
         if n.op == "sink":  # a sink writes with its input's partitions
             parallelism = vertices[n.inputs[0].node].parallelism

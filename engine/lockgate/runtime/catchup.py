@@ -38,6 +38,7 @@ from ..plan.logical import PipelineGraph, PipelineVertex
 from ..plan.one_pass import one_pass
 from . import aggregates as agg
 from .availability import slice_column, slices_by_arrival
+from .invalid import clean
 from .layered_state import LayeredState, StateDelta
 from .sources import SourceSpan
 from .stateful import join_closed
@@ -88,7 +89,7 @@ def tagged_head(span: Span, source: SourceSpan) -> DataFrame:
         df = source.df
     else:  # produced on the driver: one slice for the whole span
         df = source.slice(span.start(span.first), span.start(span.last + 1)).df
-    df = df.withColumn(TAG, span.window_of(F.unix_micros(F.col(slice_column(cfg)))))
+    df = clean(df).withColumn(TAG, span.window_of(F.unix_micros(F.col(slice_column(cfg)))))
     if slices_by_arrival(cfg):
         prev_wm = F.col(TAG) * F.lit(span.size_us) + F.lit(span.origin_us - span.lateness_us)
         df = df.filter(F.unix_micros(F.col(cfg["event_time"])) >= prev_wm)

@@ -40,6 +40,8 @@ class CycleContext:
     iteration_folders: Callable[[str], str] | None = None
     #: the supersteps the round's iteration cycles ran, in order (reported with the round's result)
     supersteps: list[dict[str, Any]] = field(default_factory=list)
+    #: invalid records each graph operator dropped this round (``invalid="skip"``)
+    invalid: dict[str, int] = field(default_factory=dict)
 
     def iteration_folder(self, operator: str) -> str:
         """Where ``operator``'s iteration cycle keeps this window's supersteps."""

@@ -41,16 +41,18 @@ from ..checkpoint.layers import (
     horizon,
     layered_entry,
     replay_range,
+    state_entries,
     table_layers,
 )
 from ..checkpoint.snapshots import SnapshotStore
-from ..errors import CompileError, InvalidArgumentError
+from ..errors import CompileError, InvalidArgumentError, InvalidRecordsError
 from ..plan.compile import CompiledPlan
 from .analysis import struct_of
 from .availability import slice_column
 from .catchup import TAG, Span, one_pass, slices_by_arrival, tagged_head, translate_span
 from .compaction import TableWrite, max_deltas, plan_write
 from .context import CycleContext
+from .invalid import CORRUPT, FLAG, clean, describe, every_column, header_mismatch, rule_of, timeless
 from .layered_state import LayeredState, StateDelta
 from .results import CycleResult, RestorePoint, late_sink_config
 from .sinks import driver_stageable, driver_writable, stage_sink, stage_table
@@ -98,9 +100,15 @@ class _Round:
 
     frames: dict[str, DataFrame] = field(default_factory=dict)
     observations: dict[str, Observation] = field(default_factory=dict)
-    counts: dict[str, tuple[int, int]] = field(default_factory=dict)
+    counts: dict[str, tuple[int, ...]] = field(default_factory=dict)
     positions: dict[str, dict[str, Any]] = field(default_factory=dict)
     late_frames: dict[str, DataFrame] = field(default_factory=dict)
+    #: invalid records per source (and graph operator) this round dropped
+    invalid: dict[str, int] = field(default_factory=dict)
+    #: records with no event time per source (they fail the round whatever the rule: no window holds them)
+    timeless: dict[str, int] = field(default_factory=dict)
+    #: the files each file source read, as read (what names invalid records)
+    raw: dict[str, DataFrame] = field(default_factory=dict)
 
 
 class CycleRunner:
@@ -137,6 +145,8 @@ class CycleRunner:
         self._last_layer_rows: dict[str, int] = {}
         #: the state the current round started from (its layers), per table
         self._state_in: dict[str, LayeredState] = {}
+        #: records with no event time a catch-up group's sources hold (see _span_counts)
+        self._timeless: dict[str, int] = {}
 
     def _layer_estimate(self, table: str, write: TableWrite) -> int | None:
         """Rows the layer about to be written may hold; None when unknown (then Spark writes it)."""
@@ -171,6 +181,23 @@ class CycleRunner:
             layers.append({"snapshot": snapshot_uri, "kind": write.layer_kind, **written})
         return {**layered_entry(layers, delta.expire_below or horizon(entry_in)), "written": write.kind,
                 "identity": None if delta.identity is None else list(delta.identity)}
+
+    def _carry_unchanged(self, manifest: dict[str, Any], restore: RestorePoint | None) -> dict[str, Any]:
+        """``manifest`` with every state table the round did not write carried over from the
+        restore point as it was (its layers, named explicitly): a window that changes nothing in
+        an operator's state (no records, only late ones, an operator with nothing to do) keeps
+        that state whole. The checkpoint of such a window restores the state it was given."""
+        if restore is None:
+            return manifest
+        out = dict(manifest)
+        for table, entry in state_entries(restore.snapshot_manifest).items():
+            if table in out or table not in self._state_schemas:
+                continue
+            layers = table_layers(restore.snapshot_uri, entry)
+            if layers:
+                out[table] = {**layered_entry(layers, horizon(entry)), "written": "carried",
+                              "identity": entry.get("identity")}
+        return out
 
     def _write_layer(
         self, snapshot_uri: str, table: str, df: DataFrame, estimate: int | None, timings: dict[str, float]
@@ -258,20 +285,31 @@ class CycleRunner:
         else:
             piece = read_slice(self.spark, cfg, self._schemas[v.id], ctx.start_us, ctx.end_us)
         round_.positions[v.id] = piece.position
+        if piece.raw is not None:
+            round_.raw[v.id] = piece.raw
         df = piece.df
         by_arrival = slices_by_arrival(cfg)
         late = F.col(cfg["event_time"]) < F.timestamp_micros(F.lit(ctx.prev_watermark_us))
+        flagged = FLAG in df.columns
         if piece.table is not None or piece.empty:
             round_.counts[v.id] = self._count_on_driver(piece.table, cfg, ctx.prev_watermark_us, by_arrival)
         elif span is not None:
             pass  # counted for the whole group by _span_counts
         else:
             obs = Observation(f"lg_{v.id}_{uuid.uuid4().hex[:8]}")
-            metrics = [F.count(F.lit(1)).alias("rows")]
+            valid = ~F.col(FLAG) if flagged else F.lit(True)
+            metrics = [F.coalesce(F.sum(valid.cast("long")), F.lit(0)).alias("rows")]
             if by_arrival:
-                metrics.append(F.coalesce(F.sum(late.cast("long")), F.lit(0)).alias("late"))
+                metrics.append(F.coalesce(F.sum((late & valid).cast("long")), F.lit(0)).alias("late"))
+            if flagged:
+                metrics.append(F.coalesce(F.sum(F.col(FLAG).cast("long")), F.lit(0)).alias("invalid"))
+                metrics.append(F.coalesce(F.sum(timeless(df, slice_column(cfg)).cast("long")), F.lit(0))
+                               .alias("timeless"))
+                if CORRUPT in df.columns:
+                    metrics.append(every_column(self._schemas[v.id]).alias("parsed"))
             df = df.observe(obs, *metrics)
             round_.observations[v.id] = obs
+        df = clean(df)
         if by_arrival:
             if not isinstance(self.plan.graph.watermark["late"], str):
                 df = ctx.cache(df.withColumn("__late", late))
@@ -362,6 +400,7 @@ class CycleRunner:
                 snapshot_uri = self.snapshots.snapshot_uri(self.job, window, attempt)
                 for table in state_tables:
                     manifest[table] = self._snapshot(snapshot_uri, table, ctx.state_out[table], restore, timings)
+            manifest = self._carry_unchanged(manifest, restore)
             timings["snapshot"] = time.perf_counter() - t2
 
             t3 = time.perf_counter()
@@ -374,9 +413,18 @@ class CycleRunner:
             for vid, obs in round_.observations.items():
                 m = obs.get
                 counts[vid] = (int(m.get("rows") or 0), int(m.get("late") or 0))
+                if m.get("invalid"):
+                    round_.invalid[vid] = int(m["invalid"])
+                if m.get("timeless"):
+                    round_.timeless[vid] = int(m["timeless"])
+            round_.invalid.update(ctx.invalid)
+            self._check_invalid(round_)
             rows_in = sum(c[0] for c in counts.values())
             late_rows = sum(c[1] for c in counts.values())
             self._last_rows_in = rows_in
+        except Exception as exc:
+            self._raise_data_error(exc)
+            raise
         finally:
             ctx.release()
         rows_out = sum(int(s.get("rows", 0)) for n, s in staged.items() if not n.startswith("late."))
@@ -390,20 +438,53 @@ class CycleRunner:
             rows_in=rows_in,
             rows_out=rows_out,
             late_rows=late_rows,
+            invalid_rows=sum(round_.invalid.values()),
             timings={k: round(v * 1000, 1) for k, v in timings.items()},
             supersteps=list(ctx.supersteps),
         )
+
+    def _raise_data_error(self, exc: Exception) -> None:
+        """Raise the one-line error of a failure the sources' data caused (a CSV file without
+        the header its source expects), if ``exc`` is one; return otherwise."""
+        if isinstance(exc, InvalidRecordsError):
+            return
+        csv_sources = {vid: v.config["source"] for vid, v in self.plan.graph.vertices.items()
+                       if v.op == "source" and v.config["source"].get("format") == "csv"}
+        mapped = header_mismatch(exc, csv_sources) if csv_sources else None
+        if mapped is not None:
+            raise mapped from exc
+
+    def _check_invalid(self, round_: _Round) -> None:
+        """Fail the round (before anything of it is committed) when a source or graph operator
+        whose rule is ``invalid="fail"`` met invalid records; the others' are counted."""
+        g = self.plan.graph
+        for vid, count in round_.timeless.items():
+            if count > 0 and vid in round_.raw:
+                cfg = g.vertices[vid].config["source"]
+                raise describe(vid, cfg, self._schemas[vid], round_.raw[vid], count, slice_column(cfg),
+                               no_time=True)
+        for vid, count in round_.invalid.items():
+            if count <= 0:
+                continue
+            v = g.vertices[vid]
+            if v.op == "source":
+                cfg = v.config["source"]
+                if rule_of(cfg) == "fail" and vid in round_.raw:
+                    raise describe(vid, cfg, self._schemas[vid], round_.raw[vid], count, slice_column(cfg))
+            elif rule_of(v.config) == "fail":  # graph operators raise their own error as they run
+                raise InvalidRecordsError(f"operator '{vid}': {count} invalid records", source=vid, count=count)
 
 
     # -- catch-up groups -------------------------------------------------------------------
     def _span_counts(
         self, spans: dict[str, SourceSpan], windows: list[int], include_driver: bool = False
-    ) -> dict[int, dict[str, tuple[int, int]]]:
-        """(rows, late rows) per window of every file span (and of the driver's, when
-        ``include_driver``), in one aggregate per source."""
+    ) -> dict[int, dict[str, tuple[int, ...]]]:
+        """(rows, late rows[, invalid rows]) per window of every file span (and of the driver's,
+        when ``include_driver``), in one aggregate per source."""
         clock = self.plan.graph.clock
         lateness = self.plan.graph.watermark["lateness_us"]
-        out: dict[int, dict[str, tuple[int, int]]] = {w: {} for w in windows}
+        out: dict[int, dict[str, tuple[int, ...]]] = {w: {} for w in windows}
+        self._timeless = {}
         for vid, span in spans.items():
             if span.df is None or (span.on_driver and not include_driver):
                 continue
@@ -415,18 +496,46 @@ class CycleRunner:
                 continue
             cfg = span.cfg
             w = F.floor((F.unix_micros(F.col(slice_column(cfg))) - F.lit(clock.origin_us)) / F.lit(clock.size_us))
+            flagged = FLAG in span.df.columns
+            valid = ~F.col(FLAG) if flagged else F.lit(True)
             if slices_by_arrival(cfg):
                 prev_wm = w * F.lit(clock.size_us) + F.lit(clock.origin_us - lateness)
-                late = (F.unix_micros(F.col(cfg["event_time"])) < prev_wm).cast("long")
+                late = ((F.unix_micros(F.col(cfg["event_time"])) < prev_wm) & valid).cast("long")
             else:
                 late = F.lit(0).cast("long")
+            invalid = F.col(FLAG).cast("long") if flagged else F.lit(0).cast("long")
+            no_time = timeless(span.df, slice_column(cfg)).cast("long") if flagged else F.lit(0).cast("long")
+            parsed = [every_column(self._schemas[vid]).alias("parsed")] if CORRUPT in span.df.columns else []
             rows = span.df.groupBy(w.cast("long").alias("w")).agg(
-                F.count(F.lit(1)).alias("rows"), F.coalesce(F.sum(late), F.lit(0)).alias("late")
+                F.coalesce(F.sum(valid.cast("long")), F.lit(0)).alias("rows"),
+                F.coalesce(F.sum(late), F.lit(0)).alias("late"), F.coalesce(F.sum(invalid), F.lit(0)).alias("invalid"),
+                F.coalesce(F.sum(no_time), F.lit(0)).alias("timeless"), *parsed,
             ).collect()
             for r in rows:
-                if int(r["w"]) in out:
-                    out[int(r["w"])][vid] = (int(r["rows"]), int(r["late"]))
+                if r["w"] is None:
+                    # lines whose time did not parse are counted by every round reading their file;
+                    # records that parsed with no time fail the group (no window holds them)
+                    if r["timeless"]:
+                        self._timeless[vid] = int(r["timeless"])
+                    for w_id in windows:
+                        rows_, late_, invalid_ = out[w_id].get(vid, (0, 0, 0))
+                        out[w_id][vid] = (rows_, late_, invalid_ + int(r["invalid"]) - int(r["timeless"]))
+                    continue
+                w_id = int(r["w"])
+                if w_id in out:
+                    rows_, late_, invalid_ = out[w_id].get(vid, (0, 0, 0))
+                    out[w_id][vid] = (rows_ + int(r["rows"]), late_ + int(r["late"]), invalid_ + int(r["invalid"]))
         return out
+
+    def _group_invalid(self, rounds: list[_Round]) -> None:
+        """Each round's invalid records from its counts (a third figure where a source has
+        them); fails the group, before anything is committed, under ``invalid="fail"``."""
+        for round_ in rounds:
+            for vid, c in round_.counts.items():
+                if len(c) > 2 and c[2]:
+                    round_.invalid[vid] = round_.invalid.get(vid, 0) + int(c[2])
+            round_.timeless.update(self._timeless)
+            self._check_invalid(round_)
 
     def _advance(
         self, windows: list[int], state: dict[str, LayeredState], held: list[DataFrame], ctxs: list[CycleContext],
@@ -447,6 +556,7 @@ class CycleRunner:
             sinks, tables, read_s, plan_s = self._walk(ctx, round_, spans)
             t = time.perf_counter()
             round_.counts.update(counts[w])
+            round_.invalid.update(ctx.invalid)
             for table in tables:
                 delta = ctx.state_out[table]
                 identities[table] = delta.identity
@@ -558,6 +668,7 @@ class CycleRunner:
             start, end = self.bounds(w)
             round_.positions = {vid: sp.position(start, end) for vid, sp in spans.items()}
             round_.counts = dict(counts[w])
+            round_.raw = {vid: sp.raw for vid, sp in spans.items() if sp.raw is not None}
             rounds.append(round_)
         timings["plan"] = timings.get("plan", 0.0) + time.perf_counter() - t
         return sinks, span.deltas, rounds
@@ -635,6 +746,7 @@ class CycleRunner:
                         delta = state[table].memory_delta(identities.get(table))
                         if delta is not None:
                             deltas[table] = delta
+            self._group_invalid(rounds)
             self._last_rows_in = sum(c[0] for r in rounds for c in r.counts.values())
 
             # the group's snapshot, at its last window: what every window of it (and a replay) changed
@@ -645,6 +757,7 @@ class CycleRunner:
                 snapshot_uri = self.snapshots.snapshot_uri(self.job, last_w, last_a)
                 for table, delta in deltas.items():
                     manifest[table] = self._snapshot(snapshot_uri, table, delta, restore, timings)
+            manifest = self._carry_unchanged(manifest, restore)
             timings["snapshot"] = time.perf_counter() - t2
             t3 = time.perf_counter()
             if one_pass(self.plan.graph):
@@ -657,6 +770,9 @@ class CycleRunner:
                 staged = self._stage_group(outputs)
             timings["stage"] = time.perf_counter() - t3
             timings["write"] = time.perf_counter() - t2
+        except Exception as exc:
+            self._raise_data_error(exc)
+            raise
         finally:
             for ctx in ctxs:
                 ctx.release()
@@ -690,6 +806,7 @@ class CycleRunner:
                 rows_in=sum(c[0] for c in round_.counts.values()),
                 rows_out=sum(int(d.get("rows", 0)) for n, d in window_staged.items() if not n.startswith("late.")),
                 late_rows=sum(c[1] for c in round_.counts.values()),
+                invalid_rows=sum(round_.invalid.values()),
                 timings={**share, "group": len(windows)},
             ))
         return results

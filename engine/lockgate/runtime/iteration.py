@@ -34,13 +34,14 @@ from pyspark.sql import functions as F
 
 from .. import faults
 from .. import filesystems as lfs
-from ..errors import CompileError
+from ..errors import CompileError, InvalidRecordsError
 from ..graph.errors import GraphError
 from ..graph.state import StateFolder
 from ..logs import get_logger, log_event
 from ..plan.logical import PipelineVertex
 from ..plan.physical import Cycle
 from .context import CycleContext
+from .invalid import null_ids, rule_of
 from .layered_state import StateDelta, anti_join
 
 _log = get_logger(__name__)
@@ -72,6 +73,29 @@ def _vertices(ctx: CycleContext, v: PipelineVertex, vertices_in: DataFrame | Non
     if old is None:
         return new, new
     return new, anti_join(old.select(("id",)), new, ["id"]).unionByName(new)
+
+
+def _valid(ctx: CycleContext, v: PipelineVertex, df: DataFrame, ids: list[str], what: str) -> DataFrame:
+    """The records of ``df`` whose vertex ids (``ids``) are all set, cut from their lineage. A
+    record with a null id belongs to no vertex: under the operator's ``invalid="fail"`` (the
+    default) the window fails naming the operator, the column and the count; under ``"skip"`` it
+    is dropped and counted (the round's ``invalid_rows``). Never dropped silently."""
+    df = ctx.cut(df)
+    bad = df.filter(null_ids(df, ids))
+    count = bad.count()
+    if count == 0:
+        return df
+    if rule_of(v.config) == "fail":
+        nulls = bad.agg(*[F.sum(F.col(c).isNull().cast("long")).alias(c) for c in ids]).first()
+        cols = ", ".join(f"'{c}' ({int(nulls[c] or 0)})" for c in ids if nulls[c])
+        raise InvalidRecordsError(
+            f"operator '{v.id}': {count} {what} in window {ctx.window} have a null vertex id (column {cols}): "
+            f"filter them out before the graph (e.g. .filter('{ids[0]} IS NOT NULL')), or pass "
+            "Pipeline(invalid='skip') to drop and count them as invalid_rows",
+            source=v.id, column=ids[0], count=count)
+    ctx.invalid[v.id] = ctx.invalid.get(v.id, 0) + count
+    log_event(_log, "invalid_records", operator=v.id, window=ctx.window, what=what, rows=count)
+    return df.filter(~null_ids(df, ids))
 
 
 def _fingerprint(df: DataFrame | None) -> list[str] | None:
@@ -119,6 +143,9 @@ def graph_compute(
         raise CompileError("an ITERATOR operator runs inside its iteration cycle, and the execution graph gives "
                            "it none", v.id)
     settings = iteration.settings
+    edges_in = _valid(ctx, v, edges_in, ["src", "dst"], "edges")
+    if vertices_in is not None:
+        vertices_in = _valid(ctx, v, vertices_in, ["id"], "vertex records")
     new_edges, old_edges = _new_edges(ctx, v, edges_in)
     new_vertices, all_vertices = _vertices(ctx, v, vertices_in)
     previous_state = ctx.state(v.id, VALUES)
@@ -280,7 +307,7 @@ def graph_traverse(
     if iteration is None:
         raise CompileError("an ITERATOR operator runs inside its iteration cycle, and the execution graph gives "
                            "it none", v.id)
-    new_edges, old_edges = _new_edges(ctx, v, edges_in)
+    new_edges, old_edges = _new_edges(ctx, v, _valid(ctx, v, edges_in, ["src", "dst"], "edges"))
     ctx.set_state(v.id, StateDelta(new_edges, None), EDGES)
     edges = new_edges if old_edges is None else old_edges.unionByName(new_edges)
     routes = edges.select("src", "dst")

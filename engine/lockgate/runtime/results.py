@@ -32,6 +32,8 @@ class CycleResult:
     rows_in: int
     rows_out: int
     late_rows: int
+    #: records the round dropped as invalid (``invalid="skip"``: unparseable lines, no event time, null ids)
+    invalid_rows: int = 0
     timings: dict[str, float] = field(default_factory=dict)
     #: the supersteps the round's iteration cycles ran (graph operators), in order
     supersteps: list[dict[str, Any]] = field(default_factory=list)
@@ -44,6 +46,7 @@ class CycleResult:
             "snapshot_uri": self.snapshot_uri,
             "snapshot_manifest": self.snapshot_manifest,
             "positions": self.positions,
+            **({"invalid_rows": self.invalid_rows} if self.invalid_rows else {}),
         }
 
 

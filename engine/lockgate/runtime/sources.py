@@ -31,6 +31,7 @@ from .availability import (
     slice_column,
     slices_by_arrival,
 )
+from .invalid import flagged, reader_options, reader_schema
 
 __all__ = ["SourceSlice", "SourceSpan", "read_slice", "read_span", "source_schema"]
 
@@ -96,12 +97,15 @@ def source_schema(cfg: dict[str, Any]) -> StructType:
 class SourceSlice:
     """One cycle window's records of a source. ``table`` is set when the records were
     produced on the driver (generator, database), so they can be counted without Spark;
-    ``empty`` when nothing can be in the slice."""
+    ``empty`` when nothing can be in the slice. A file source's ``df`` carries the
+    :data:`~lockgate.runtime.invalid.FLAG` column (see :mod:`lockgate.runtime.invalid`)."""
 
     df: DataFrame
     position: dict[str, Any]
     table: pa.Table | None = None
     empty: bool = False
+    #: the files as read, before slicing (a file source: what names its invalid records)
+    raw: DataFrame | None = None
 
 
 def read_slice(
@@ -129,12 +133,13 @@ def read_slice(
                 chosen.append(info.path if "://" not in cfg["path"] else f"{cfg['path'].split('://')[0]}://{info.path}")
         if not chosen:
             return SourceSlice(spark.createDataFrame([], schema), {"until_us": end_us, "files": 0}, empty=True)
-        reader = spark.read.format(cfg["format"]).schema(schema).options(**cfg.get("options", {}))
-        if cfg["format"] == "csv":
-            reader = reader.option("header", cfg.get("options", {}).get("header", "true"))
-        df = reader.load(chosen)
+        raw = spark.read.format(cfg["format"]).schema(reader_schema(cfg, schema)).options(
+            **reader_options(cfg)).load(chosen)
         lo, hi = F.timestamp_micros(F.lit(start_us)), F.timestamp_micros(F.lit(end_us))
-        return SourceSlice(df.filter((F.col(col) >= lo) & (F.col(col) < hi)), {"until_us": end_us, "files": len(chosen)})
+        # records with no time are in no window: kept, flagged invalid, so that they are counted
+        in_window = ((F.col(col) >= lo) & (F.col(col) < hi)) | F.col(col).isNull()
+        df = flagged(cfg, raw, col).filter(in_window)
+        return SourceSlice(df, {"until_us": end_us, "files": len(chosen)}, raw=raw)
     raise CompileError(f"unknown source kind {kind!r}")
 
 
@@ -156,10 +161,13 @@ class SourceSpan:
         #: (min, max) slice-column range of each chosen file (None: unknown)
         self._ranges: list[tuple[int, int] | None] = []
         self._files: list[tuple[Any, tuple[int, int] | None]] = []
+        #: the files as read (a file source: what names its invalid records)
+        self.raw: DataFrame | None = None
         if cfg["kind"] == "file":
             piece = read_slice(spark, cfg, schema, start_us, end_us)
             self.empty = piece.empty
             self.df = None if piece.empty else piece.df
+            self.raw = piece.raw
             self._files = [(info, rng) for info, rng in file_ranges(cfg)
                            if rng is None or (rng[1] >= start_us and rng[0] < end_us)]
             self._ranges = [rng for _info, rng in self._files]
@@ -213,7 +221,10 @@ class SourceSpan:
             return SourceSlice(self.spark.createDataFrame([], self.schema), position, empty=True)
         col = slice_column(self.cfg)
         lo, hi = F.timestamp_micros(F.lit(start_us)), F.timestamp_micros(F.lit(end_us))
-        return SourceSlice(self.df.filter((F.col(col) >= lo) & (F.col(col) < hi)), position)
+        cond = (F.col(col) >= lo) & (F.col(col) < hi)
+        if start_us == self.start_us:  # records with no time are counted (invalid) in the span's first window
+            cond = cond | F.col(col).isNull()
+        return SourceSlice(self.df.filter(cond), position, raw=self.raw)
 
 
 def read_span(spark: SparkSession, cfg: dict[str, Any], schema: StructType, start_us: int, end_us: int) -> SourceSpan:

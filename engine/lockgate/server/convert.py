@@ -85,6 +85,7 @@ def cycle_page_to_pb(page: CyclePage) -> pb.ListCyclesResponse:
         m = out.cycles.add(
             id=c.id, job=c.job, window=c.window, attempt=c.attempt, generation=c.generation, state=c.state,
             rows_in=c.rows_in, rows_out=c.rows_out, late_rows=c.late_rows, started_us=to_micros(c.started),
+            invalid_rows=c.invalid_rows,
         )
         m.timings.update(c.timings)
         for name, value in (("window_start_us", _micros(c.window_start)), ("window_end_us", _micros(c.window_end)),
@@ -103,6 +104,7 @@ def cycle_page_from_pb(m: pb.ListCyclesResponse) -> CyclePage:
             plan_version=_opt(c, "plan_version"), state=c.state, rows_in=c.rows_in, rows_out=c.rows_out,
             late_rows=c.late_rows, timings=dict(c.timings), error=_opt(c, "error"),
             started=from_micros(c.started_us), finished=_instant(c, "finished_us"), checkpoint=_opt(c, "checkpoint"),
+            invalid_rows=c.invalid_rows,
         )
         for c in m.cycles
     ]

@@ -89,6 +89,11 @@ class CycleRecord:
     started: datetime
     finished: datetime | None
 
+    @property
+    def invalid_rows(self) -> int:
+        """Records the round dropped as invalid (kept in its staged manifest)."""
+        return int(self.manifest.get("invalid_rows") or 0)
+
 
 @dataclass(frozen=True)
 class SuperstepRecord:

@@ -219,7 +219,7 @@ class ListCyclesRequest(_message.Message):
     def __init__(self, job: _Optional[str] = ..., limit: _Optional[int] = ..., before: _Optional[int] = ...) -> None: ...
 
 class Cycle(_message.Message):
-    __slots__ = ("id", "job", "window", "window_start_us", "window_end_us", "attempt", "generation", "plan_version", "state", "rows_in", "rows_out", "late_rows", "timings", "error", "started_us", "finished_us", "checkpoint")
+    __slots__ = ("id", "job", "window", "window_start_us", "window_end_us", "attempt", "generation", "plan_version", "state", "rows_in", "rows_out", "late_rows", "timings", "error", "started_us", "finished_us", "checkpoint", "invalid_rows")
     class TimingsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -244,6 +244,7 @@ class Cycle(_message.Message):
     STARTED_US_FIELD_NUMBER: _ClassVar[int]
     FINISHED_US_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    INVALID_ROWS_FIELD_NUMBER: _ClassVar[int]
     id: int
     job: str
     window: int
@@ -261,7 +262,8 @@ class Cycle(_message.Message):
     started_us: int
     finished_us: int
     checkpoint: str
-    def __init__(self, id: _Optional[int] = ..., job: _Optional[str] = ..., window: _Optional[int] = ..., window_start_us: _Optional[int] = ..., window_end_us: _Optional[int] = ..., attempt: _Optional[int] = ..., generation: _Optional[int] = ..., plan_version: _Optional[str] = ..., state: _Optional[str] = ..., rows_in: _Optional[int] = ..., rows_out: _Optional[int] = ..., late_rows: _Optional[int] = ..., timings: _Optional[_Mapping[str, float]] = ..., error: _Optional[str] = ..., started_us: _Optional[int] = ..., finished_us: _Optional[int] = ..., checkpoint: _Optional[str] = ...) -> None: ...
+    invalid_rows: int
+    def __init__(self, id: _Optional[int] = ..., job: _Optional[str] = ..., window: _Optional[int] = ..., window_start_us: _Optional[int] = ..., window_end_us: _Optional[int] = ..., attempt: _Optional[int] = ..., generation: _Optional[int] = ..., plan_version: _Optional[str] = ..., state: _Optional[str] = ..., rows_in: _Optional[int] = ..., rows_out: _Optional[int] = ..., late_rows: _Optional[int] = ..., timings: _Optional[_Mapping[str, float]] = ..., error: _Optional[str] = ..., started_us: _Optional[int] = ..., finished_us: _Optional[int] = ..., checkpoint: _Optional[str] = ..., invalid_rows: _Optional[int] = ...) -> None: ...
 
 class ListCyclesResponse(_message.Message):
     __slots__ = ("cycles", "total", "next_before")

@@ -215,7 +215,7 @@ function roundsTable(rows, id, job) {
   const scale = Math.max(1, ...rows.map((r) => r.phases.reduce((s, [, ms]) => s + ms, 0)));
   const graph = rows.some((r) => r.supersteps);  // a graph operator's rounds: their supersteps too
   const heads = [["Window"], ["Window start"], ["Try"], ["Status"], ["Phases (ms)"], graph ? ["Supersteps"] : null,
-    ["Rows in", "num"], ["Rows out", "num"], ["Late", "num"], ["Started"], ["Duration", "num"], ["Error"]].filter(Boolean);
+    ["Rows in", "num"], ["Rows out", "num"], ["Late", "num"], ["Invalid", "num"], ["Started"], ["Duration", "num"], ["Error"]].filter(Boolean);
   return el("div", { class: "scroll" }, el("table", { id },
     el("thead", {}, el("tr", {}, heads.map(([h, cls]) => el("th", { class: cls || null }, h)))),
     el("tbody", {}, rows.map((r) => el("tr", { "data-window": r.window, "data-status": r.status, "data-attempt": r.attempt },
@@ -223,7 +223,10 @@ function roundsTable(rows, id, job) {
       el("td", {}, badge(r.status)), el("td", {}, phaseBar(r, scale)),
       graph ? superstepsCell(r, job, heads.length) : null,
       el("td", { class: "num" }, num(r.rows_in)), el("td", { class: "num" }, num(r.rows_out)),
-      el("td", { class: "num" }, num(r.late_rows)), el("td", { class: "when" }, time(r.started)),
+      el("td", { class: "num" }, num(r.late_rows)),
+      el("td", { class: r.invalid_rows ? "num warn" : "num", title: r.invalid_rows ? "records dropped as invalid (invalid='skip')" : null },
+        num(r.invalid_rows || 0)),
+      el("td", { class: "when" }, time(r.started)),
       el("td", { class: "num" }, r.finished ? dur(r.duration_ms / 1000) : "—"),
       el("td", { class: "error small" }, r.error ? errorCell(r) : ""))))));
 }
