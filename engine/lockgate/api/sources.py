@@ -60,6 +60,11 @@ class FileSource:
 
     def __post_init__(self) -> None:
         check_invalid(self.invalid, f"FileSource({self.path!r})")
+        owned = sorted(k for k in self.options if k.lower() in ("mode", "columnnameofcorruptrecord"))
+        if owned:
+            raise ValueError(f"FileSource({self.path!r}): options={owned} is Lockgate's to set (lines that do "
+                             "not parse are read and counted, never dropped by the reader): choose what happens "
+                             "to them with invalid='fail' or invalid='skip'")
         if "header" in self.options and str(self.options["header"]).lower() != str(self.header).lower():
             raise ValueError(f"FileSource({self.path!r}): options={{'header': {self.options['header']!r}}} and "
                              f"header={self.header} disagree: pass header=True or header=False alone")

@@ -244,3 +244,14 @@ def test_null_vertex_ids_fail_or_are_counted(spark, tmp_path: Path, monkeypatch:
         assert abs(sum(ranks.values()) - 1) < 1e-6
         assert _current(client.read_sink("null_ids_skip", "cc"), "id", "component") == {
             v: min(c) for c in nx.weakly_connected_components(g) for v in c}
+
+
+def test_the_readers_own_malformed_modes_are_refused_for_the_invalid_rule() -> None:
+    with pytest.raises(ValueError, match="invalid='fail' or invalid='skip'"):
+        lg.FileSource("data", format="csv", schema=SCHEMA, options={"mode": "DROPMALFORMED"})
+    with pytest.raises(ValueError, match="invalid="):
+        lg.FileSource("data", format="csv", schema=SCHEMA, invalid="drop")
+    with pytest.raises(ValueError, match="invalid="):
+        lg.Pipeline("p", invalid="ignore")
+    with pytest.raises(ValueError, match="disagree"):
+        lg.FileSource("data", format="csv", schema=SCHEMA, options={"header": "false"})

@@ -111,6 +111,7 @@ def test_the_timeline_pages_through_every_round_once(api_server, job):
     assert [c["window"] for c in seen] == [LAST, LAST - 1, LAST - 2, W0]
     assert {c["status"] for c in seen} == {"committed"}
     assert all(c["phases"] and c["rows_in"] > 0 for c in seen)
+    assert all(c["invalid_rows"] == 0 for c in seen)  # the page's Invalid column (invalid='skip' tallies)
     plan = api_server.request("GET", f"/lockgate/api/jobs/{JOB}/plan", "viewer").json()
     assert {v["id"] for v in plan["logical"]["vertices"]} == {"bids", "totals", "files"}
     assert plan["physical"]["cycles"][0]["heads"] == ["bids"]
