@@ -163,6 +163,18 @@ def test_a_record_with_no_event_time_fails_the_window_whatever_the_rule(
             assert "column 'ts'" in message and err.value.column == "ts"
             assert client.list_checkpoints(f"timeless_{catchup}") == []
 
+    # Parquet: a null in the event-time column (a footer's row count never stands in for the scan then)
+    pfolder = tmp_path / "parquet"
+    pfolder.mkdir()
+    ts = [T0 + timedelta(seconds=1), None, T0 + timedelta(minutes=1)]
+    pq.write_table(pa.table({"src": pa.array([1, 2, 3], pa.int64()), "dst": pa.array([2, 3, 4], pa.int64()),
+                             "ts": pa.array(ts, pa.timestamp("us", tz="UTC"))}), pfolder / "p.parquet")
+    for catchup in ("off", 3):
+        _env(monkeypatch, f"timeless_pq_{catchup}", pfolder, rule="skip", format="parquet")
+        with lg.connect("embedded", home=str(tmp_path / f"home_pq_{catchup}")) as client, \
+                pytest.raises(InvalidRecordsError, match="1 record in .*p.parquet has no event time"):
+            client.run(REF, first=W0, last=W0 + 1, catchup=catchup)
+
 
 def test_a_headerless_csv_is_never_read_as_a_header(spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     folder = tmp_path / "links"
