@@ -25,7 +25,6 @@ embedded client's executor and the controller's workers both run their rounds in
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import traceback
@@ -281,6 +280,18 @@ def _source_of(facts: RoundFacts, file: str | None) -> str | None:
     return best
 
 
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in an operator's configuration (its expressions, its query)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _strings(v)
+
+
 def _operator_of_expression(facts: RoundFacts, fragments: list[str]) -> tuple[str | None, str | None]:
     """(operator, expression): the operator whose configuration holds the failing expression."""
     verts = _vertices(facts)
@@ -291,7 +302,7 @@ def _operator_of_expression(facts: RoundFacts, fragments: list[str]) -> tuple[st
             v = verts[vid]
             if v.op in ("source", "sink"):
                 continue
-            text = " ".join(json.dumps(v.config, default=str).split()).lower()
+            text = " ".join(" ".join(_strings(v.config)).split()).lower()
             if want and want in text:
                 return vid, fragment
     return None, (fragments[0] if fragments else None)

@@ -275,3 +275,19 @@ def test_parse_traceback_takes_the_last_exception_and_its_frames() -> None:
     assert [(f[0], f[1], f[2]) for f in tb.frames] == [("/u/pipe.py", 9, "f")]
     assert tb.text().splitlines()[-1] == "KeyError: 'k'"
     assert parse_traceback("no traceback here") is None
+
+
+def test_the_detail_crosses_from_a_worker_to_the_controllers_cycle_record() -> None:
+    from lockgate.control.scheduler import failure_text
+    from lockgate.server.errors import CycleFailedError
+    from lockgate.server.worker import Worker
+
+    fields = Worker._error_fields(SourceSchemaError("the line", detail="JVM text\n\tat x"))
+    assert (fields["error_type"], fields["error_code"]) == ("SourceSchemaError", "FAILED_PRECONDITION")
+    failed = CycleFailedError(f"window 3 failed in w1: {fields['message']}", fields["error_type"], fields["error_code"])
+    assert (str(failed), failed.detail, failed.code) == ("window 3 failed in w1: the line", "JVM text\n\tat x",
+                                                         "FAILED_PRECONDITION")
+    assert failure_text(failed) == f"CycleFailedError: window 3 failed in w1: the line\n\n{DETAIL_MARKER}\nJVM text\n\tat x"
+    assert failure_text(KeyError("k")) == "KeyError: 'k'"  # other errors are kept as they were
+    plain = CycleFailedError("window 3 failed in w1: KeyError: 'k'\n  File ...")
+    assert plain.detail is None and str(plain) == "window 3 failed in w1: KeyError: 'k'\n  File ..."
