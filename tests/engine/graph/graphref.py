@@ -132,3 +132,15 @@ def check_graph_outputs(read_sink, job: str, edges, starts) -> None:
         got = hops[hops["start"] == start]
         assert dict(zip(got["vertex"], got["hops"], strict=True)) == nx.single_source_shortest_path_length(
             g, start, cutoff=2)
+
+
+def networkx_pagerank(g: nx.DiGraph, weight: str | None = None, **kwargs) -> dict[int, float]:
+    """``nx.pagerank(g, weight=weight, **kwargs)``; without scipy (which ``nx.pagerank`` needs),
+    networkx's pure-Python implementation of the same algorithm (the same iteration, dangling
+    handling and stopping rule)."""
+    try:
+        return nx.pagerank(g, weight=weight, **kwargs)
+    except ImportError:
+        from networkx.algorithms.link_analysis.pagerank_alg import _pagerank_python
+
+        return _pagerank_python(g, weight=weight, **kwargs)
