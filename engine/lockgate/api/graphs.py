@@ -22,12 +22,22 @@ adjacency is operator state in the checkpoint. Over it:
     p = lg.Pipeline("links", cycle_window=timedelta(days=1))
     links = p.source(lg.FileSource("data/links", schema="src long, dst long, ts timestamp",
                                    event_time="ts"), name="links")
-    g = p.graph(links.select("src", "dst"), name="web")
-    g.compute(PageRank(tolerance=1e-8), name="ranks").sink(lg.FileSink("out/ranks"))
-    g.compute(ConnectedComponents(), name="components").sink(lg.PostgresSink("components", key=["id"]))
+    pages = p.source(lg.FileSource("data/pages", schema="id long, ts timestamp", event_time="ts"),
+                     name="pages")
+    g = p.graph(links.select("src", "dst"), vertices=pages.select("id"), name="web")
+    g.compute(PageRank(tolerance=1e-8), name="ranks").sink(lg.FileSink("out/ranks", key=["id"]))
+    g.compute(ConnectedComponents(), name="components").sink(
+        lg.PostgresSink("postgresql://lockgate@db/web", "components", key=["id"]))
 
 A computation's output is an *updating* stream keyed by ``id``: each window emits the rows of the
-vertices whose value changed (``emit="changes"``, the default) or of every vertex (``emit="all"``).
+vertices whose value changed (``emit="changes"``, the default) or of every vertex (``emit="all"``):
+``program.finish``'s columns (``rank``, ``component``, ``distance``, ``label``; ``value`` for a
+program without its own ``finish``) and ``as_of``, the window's end. Window ``k`` is
+``[origin + k * cycle_window, origin + (k + 1) * cycle_window)``, ``origin`` the Unix epoch unless
+``Pipeline(origin=...)`` says otherwise: with daily windows, window 20454 is 2026-01-01 (UTC).
+A vertex of the vertex stream with no edge is a vertex all the same (PageRank gives it its teleport
+and dangling share, components make it a component of its own, shortest paths reach it only
+as their source).
 """
 
 from __future__ import annotations

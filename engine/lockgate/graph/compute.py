@@ -19,7 +19,6 @@ Example, the minimum label of each weakly connected component::
 
     from pyspark.sql import functions as F
 
-from lockgate.graph.errors import ProgramReturnError
     from lockgate.graph import MIN, Halt, Step, VertexProgram
 
     class MinLabel(VertexProgram):
@@ -166,7 +165,8 @@ class VertexContext:
 class EdgeContext:
     """One edge a message travels along, for :meth:`VertexProgram.along_edge`.
 
-    ``direction`` is ``"out"`` for ``send_out`` messages (from ``src`` to ``dst``) and ``"in"``
+    ``src`` and ``dst`` are the edge's endpoints (Columns), ``attr(name)`` any column of the edge
+    stream; ``direction`` is ``"out"`` for ``send_out`` messages (from ``src`` to ``dst``) and ``"in"``
     for ``send_in`` messages (from ``dst`` to ``src``).
 
     >>> # along_edge: message + edge.attr("weight")

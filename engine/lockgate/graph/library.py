@@ -45,9 +45,12 @@ _INF = math.inf
 
 @dataclass(frozen=True)
 class PageRank(VertexProgram):
-    """PageRank as networkx computes it: uniform teleport, the rank of dangling vertices (no
-    out-edge) spread over all vertices, stop when the ranks moved less than
-    ``num_vertices * tolerance`` in total (L1) or after ``max_iterations`` iterations.
+    """PageRank as networkx's ``pagerank(G, weight=None)`` computes it: unweighted (a vertex's rank
+    is split equally over its out-edges, edge attributes are ignored), uniform teleport, the rank of
+    dangling vertices (no out-edge, vertices without any edge included) spread over all vertices, so
+    the ranks sum to 1 over the vertices present. Stops when the ranks moved less than
+    ``num_vertices * tolerance`` in total (L1) or after ``max_iterations`` iterations (the last
+    ranks are the result, where networkx raises). Output: ``id``, ``rank``.
 
     Superstep 1 sends the initial ranks (scaled to sum 1: with ``previous``, the previous ranks
     and ``1/N`` for new vertices, networkx's ``nstart``); superstep ``k + 1`` is networkx's
@@ -101,8 +104,9 @@ class PageRank(VertexProgram):
 @dataclass(frozen=True)
 class ConnectedComponents(VertexProgram):
     """Weakly connected components by min-label propagation: each vertex ends with the smallest
-    vertex id of its component. Incremental: ``evolve`` sends the labels of the new edges'
-    endpoints along the new edges only; the components they merge relabel from there.
+    vertex id of its component; a vertex with no edge is a component of its own. Output: ``id``,
+    ``component``. Incremental: ``evolve`` sends the labels of the new edges' endpoints along the
+    new edges only; the components they merge relabel from there.
 
     >>> ConnectedComponents().halt_when
     <Halt.NO_MESSAGES: 'no_messages'>
@@ -135,8 +139,11 @@ class ConnectedComponents(VertexProgram):
 class ShortestPaths(VertexProgram):
     """Single-source shortest paths along out-edges, weighted by the edge column ``weight``
     (non-negative; ``None``: every edge weighs 1). A vertex's value is its distance (``inf`` when
-    unreachable); ``finish`` gives the reachable vertices. Incremental: ``evolve`` relaxes the new
-    edges from their reached sources; distances only shrink from there.
+    unreachable); ``finish`` gives ``id``, ``distance`` of the reached vertices only: an unreached
+    vertex has no row, and no vertex has one when ``source`` is not in the graph. Negative weights
+    are refused by :func:`shortest_paths`, not by the program (filter them out before a pipeline's
+    graph). Incremental: ``evolve`` relaxes the new edges from their reached sources; distances only
+    shrink from there.
 
     >>> ShortestPaths(source=1, weight=None).weight is None
     True
@@ -179,7 +186,9 @@ class LabelPropagation(VertexProgram):
     """Community detection by synchronous label propagation, ignoring edge direction: every
     vertex starts with its id as label and takes, each superstep, the most frequent label among
     its neighbours (an edge each way counts twice), the lowest of equally frequent ones; a vertex
-    with no neighbour keeps its label. Stops when no label changes or after ``max_iterations``.
+    with no neighbour keeps its label. Stops when no label changes or after ``max_iterations``
+    (synchronous updates can oscillate, e.g. two vertices joined by one edge swap labels: they end
+    at the bound). Output: ``id``, ``label``.
 
     >>> LabelPropagation(max_iterations=5).max_supersteps
     6
@@ -209,7 +218,8 @@ class LabelPropagation(VertexProgram):
 @dataclass(frozen=True)
 class KHop(VertexProgram):
     """The vertices within ``k`` hops of the ``starts`` (ids), with their distance in hops, along
-    ``direction``: ``"out"`` (out-edges), ``"in"`` or ``"both"`` (ignoring direction).
+    ``direction``: ``"out"`` (out-edges), ``"in"`` or ``"both"`` (ignoring direction). Output:
+    ``id``, ``distance`` (hops).
 
     >>> KHop(starts=(1, 2), k=2).max_supersteps
     3
@@ -282,7 +292,9 @@ def pagerank(
     on_superstep: Callable[[SuperstepStats], None] | None = None,
     stored_edges: list[str] | None = None,
 ) -> GraphResult:
-    """PageRank (:class:`PageRank`); ``previous`` (an earlier result's ``values``) warm-starts it.
+    """PageRank (:class:`PageRank`, unweighted); ``previous`` (an earlier result's ``values``)
+    warm-starts it. ``vertices`` adds vertices (``id``) that may have no edge; both DataFrames are
+    taken as they are (a repeated ``src``, ``dst`` row is a parallel edge).
 
     ``stored_edges`` (Parquet files or folders holding exactly the rows of ``edges``) reads the
     edges in place instead of copying them into ``folder`` (:meth:`SuperstepDriver.run`).

@@ -7,7 +7,7 @@ the README shows:
   custom vertex program (``Widest``), over the records of ``data`` in window 20454 (2026-01-01);
   every value of the ``results`` table and the traversal equal networkx's (PageRank within 1e-6,
   summing to 1, unweighted);
-- ``library``: the library functions on DataFrames, with the result the README prints.
+- ``library``: the library functions on DataFrames, with the results the README shows.
 """
 
 from __future__ import annotations
@@ -179,12 +179,13 @@ def test_the_readme_pipeline_gives_its_table_and_networkx_results(spark: SparkSe
     assert ranks.keys() == set(g) and len(g) == 12
     assert abs(sum(ranks.values()) - 1.0) < 1e-9
     assert max(abs(ranks[v] - unweighted[v]) for v in g) < 1e-6
-    assert 0.035 < max(abs(ranks[v] - weighted[v]) for v in g) < 0.045  # the README: "up to 0.04 apart"
+    assert 0.05 < max(abs(ranks[v] - weighted[v]) for v in g) < 0.06  # the README: "more than 0.05 apart"
     assert got["component"] == {v: min(c) for c in nx.weakly_connected_components(g) for v in c}
     assert got["distance"] == nx.single_source_dijkstra_path_length(g, 1)
     assert got["label"] == label_propagation_reference(g)
     assert got["width"] == widest_reference(g, 1)
     hops = sinks["hops"].to_pylist()
+    assert set(hops[0]) >= {"start", "ts", "vertex", "hops"}  # the request's columns, vertex, hops
     assert {r["start"] for r in hops} == set(requests)
     for start in requests:
         want = nx.single_source_shortest_path_length(g, start, cutoff=2)
@@ -211,10 +212,7 @@ def test_the_readme_library_example_prints_what_it_shows(
     assert printed == shown
     g = graph_of(namespace["links"], namespace["pages"])
     assert printed == {v: float(d) for v, d in nx.single_source_shortest_path_length(g, 1).items()}
-    assert namespace["result"].halted_by == "converged"
-    ranks, want = namespace["ranks"], networkx_pagerank(g, weight=None)
-    assert ranks.keys() == set(g)
-    assert max(abs(ranks[v] - want[v]) for v in g) < 1e-6
-    assert abs(sum(ranks.values()) - 1.0) < 1e-9
-    table = {row["id"]: row["rank"] for row in readme_table("results")}
-    assert all(abs(ranks[v] - table[v]) < 5e-5 for v in g)
+    assert namespace["result"].halted_by == "no_messages"
+    components = namespace["components"]
+    assert components == {v: min(c) for c in nx.weakly_connected_components(g) for v in c}
+    assert components == {row["id"]: row["component"] for row in readme_table("results")}
