@@ -12,7 +12,9 @@ networkx for the graph) over every on-time record, never against Lockgate's own 
 - one window per round (``catchup="off"``);
 - in catch-up groups of three (the last group, windows 6 and 7, is empty windows only; without the
   graph operators, since a plan with one runs a window per round);
-- after a restore to the empty window 1, the windows after it run again.
+- after a restore to the empty window 1, the windows after it run again (``make test-long``; the
+  test command checks what that restore reads: the empty window's checkpoint holds the state of the
+  window before it).
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ LATE_WINDOW = 3
 EDGES = {0: [(1, 2), (5, 6)], 2: [(2, 3), (6, 7)], 4: [(4, 1), (7, 5)]}
 LATE_EDGES = [(3, 9)]
 JOB = "empty_windows"
+#: minutes of Spark rounds: run early in a test process (a fresh driver heap), not last
+pytestmark = pytest.mark.slow
 
 
 def empty_windows_pipeline() -> lg.Pipeline:
@@ -279,6 +283,7 @@ def test_an_empty_window_checkpoint_holds_the_state_it_was_given(one_by_one) -> 
     assert sorted(zip(edges["src"], edges["dst"], strict=True)) == sorted(EDGES[0] + EDGES[2])
 
 
+@pytest.mark.long  # its short form in the test command: the empty window's checkpoint check above
 def test_restore_to_an_empty_window_then_run_again(one_by_one, events) -> None:
     one_by_one.restore(JOB, W0 + 1)
     run = one_by_one.run(REF, first=W0 + 2, last=LAST, catchup="off")
