@@ -50,6 +50,7 @@ from ..plan.compile import CompiledPlan
 from .analysis import struct_of
 from .availability import slice_column
 from .catchup import TAG, Span, one_pass, slices_by_arrival, tagged_head, translate_span
+from .codegen import codegen_rows, interpreted, round_codegen
 from .compaction import TableWrite, max_deltas, plan_write
 from .context import CycleContext
 from .invalid import CORRUPT, FLAG, clean, describe, every_column, header_mismatch, rule_of, timeless
@@ -145,6 +146,8 @@ class CycleRunner:
         self._last_layer_rows: dict[str, int] = {}
         #: the state the current round started from (its layers), per table
         self._state_in: dict[str, LayeredState] = {}
+        #: the largest round run without code generation (LOCKGATE_CODEGEN_ROWS)
+        self.codegen_rows = codegen_rows()
         #: records with no event time a catch-up group's sources hold (see _span_counts)
         self._timeless: dict[str, int] = {}
 
@@ -379,6 +382,21 @@ class CycleRunner:
         recomputed by replaying the group's windows with sinks muted (:meth:`run_group`)."""
         if restore is not None and replay_range(restore.snapshot_manifest) is not None:
             return self.run_group([window], [attempt], restore)[0]
+        with round_codegen(self.spark, interpreted(self._expected_rows(restore), self.codegen_rows)):
+            return self._run_window(window, attempt, restore)
+
+    def _expected_rows(self, restore: RestorePoint | None) -> int | None:
+        """Rows the next round may touch: the last round's input rows plus every row of the
+        state layers at ``restore`` (None before this runner's first round)."""
+        if self._last_rows_in is None:
+            return None
+        state_rows = 0
+        if restore is not None:
+            for entry in state_entries(restore.snapshot_manifest).values():
+                state_rows += sum(int(layer.get("rows", 0)) for layer in table_layers(restore.snapshot_uri, entry))
+        return self._last_rows_in + state_rows
+
+    def _run_window(self, window: int, attempt: int, restore: RestorePoint | None) -> CycleResult:
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
         state_in = self._state_in = self._load_state(restore)

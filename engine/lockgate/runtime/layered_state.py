@@ -54,6 +54,15 @@ def delta_rows(delta: StateDelta) -> DataFrame:
     return out
 
 
+#: the last two folders of a state file's path: ``<snapshot folder>/<table folder>``
+_FOLDER_OF_FILE = r"([^/]+/[^/]+)/[^/]+$"
+
+
+def _folder_key(uri: str) -> str:
+    """A layer folder's key as :data:`_FOLDER_OF_FILE` finds it in the paths of its files."""
+    return "/".join(uri.rstrip("/").split("/")[-2:])
+
+
 def _null_safe_semi(df: DataFrame, keys: DataFrame, on: list[str]) -> DataFrame:
     """Rows of ``df`` whose ``on`` columns match a row of ``keys`` (nulls match nulls),
     ``keys`` broadcast: a round's keys are few next to the state."""
@@ -145,24 +154,48 @@ class LayeredState:
         deletes = layer.filter(F.col(DELETED)).select(*identity) if identity else None
         return StateDelta(upserts, identity, deletes, self.horizon)
 
-    def _frames(self, where: Column | None, keys: DataFrame | None, on: list[str]) -> list[DataFrame]:
+    def _file_frames(self) -> list[DataFrame]:
+        """The layer files as frames carrying their rank (0: oldest): the base read alone and
+        every delta in one read, each row ranked by the folder its file is in. One read of the
+        deltas keeps a round's plan (and the time Spark spends analysing it) the same size
+        however long the chain is."""
         with_flag = StructType([*self.schema.fields, StructField(DELETED, BooleanType(), True)])
+        deltas = [uri for uri, is_delta in self.layers if is_delta]
+        kinds = [is_delta for _, is_delta in self.layers]
+        if len(deltas) < 2 or kinds.count(False) > 1 or kinds != sorted(kinds):
+            frames = []
+            for rank, (uri, is_delta) in enumerate(self.layers):
+                if is_delta:
+                    df = self.spark.read.schema(with_flag).parquet(uri)
+                else:
+                    df = self.spark.read.schema(self.schema).parquet(uri).withColumn(DELETED, F.lit(False))
+                frames.append(df.withColumn(_RANK, F.lit(rank)))
+            return frames
         frames = []
-        for uri, is_delta in self.layers:
-            if is_delta:
-                frames.append(self.spark.read.schema(with_flag).parquet(uri))
-            else:
-                frames.append(self.spark.read.schema(self.schema).parquet(uri).withColumn(DELETED, F.lit(False)))
-        frames += self._extra
+        first = len(self.layers) - len(deltas)  # 1 with a base, 0 without
+        if first:
+            base = self.spark.read.schema(self.schema).parquet(self.layers[0][0]).withColumn(DELETED, F.lit(False))
+            frames.append(base.withColumn(_RANK, F.lit(0)))
+        ranks = F.create_map(*[x for i, uri in enumerate(deltas) for x in (F.lit(_folder_key(uri)), F.lit(first + i))])
+        folder = F.regexp_extract(F.col("_metadata.file_path"), _FOLDER_OF_FILE, 1)
+        rank = F.element_at(ranks, folder)
+        checked = F.when(rank.isNull(), F.raise_error(F.concat(
+            F.lit("a state file outside the layers of its chain: "), F.col("_metadata.file_path")))).otherwise(rank)
+        frames.append(self.spark.read.schema(with_flag).parquet(*deltas).withColumn(_RANK, checked))
+        return frames
+
+    def _frames(self, where: Column | None, keys: DataFrame | None, on: list[str]) -> list[DataFrame]:
+        frames = self._file_frames()
+        frames += [df.withColumn(_RANK, F.lit(len(self.layers) + i)) for i, df in enumerate(self._extra)]
         out = []
-        for rank, df in enumerate(frames):
+        for df in frames:
             if self.horizon is not None:
                 df = df.filter(F.col(self.horizon[0]) >= F.lit(self.horizon[1]))
             if where is not None:
                 df = df.filter(where)
             if keys is not None:
                 df = _null_safe_semi(df, keys, on)
-            out.append(df.withColumn(_RANK, F.lit(rank)))
+            out.append(df)
         return out
 
     def _merge(self, frames: list[DataFrame], identity: tuple[str, ...] | None, keep_tombstones: bool) -> DataFrame:
