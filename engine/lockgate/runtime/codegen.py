@@ -20,13 +20,12 @@ goes changes.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 
-from ..errors import InvalidArgumentError
+from .settings import count_setting
 
 #: default largest round (rows) run without code generation
 DEFAULT_CODEGEN_ROWS = 100_000
@@ -40,25 +39,10 @@ INTERPRETED = {
 
 
 def codegen_rows() -> int:
-    """``LOCKGATE_CODEGEN_ROWS``: the largest round (rows) run without code generation."""
-    raw = os.environ.get("LOCKGATE_CODEGEN_ROWS", "").strip()
-    if not raw:
-        return DEFAULT_CODEGEN_ROWS
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise InvalidArgumentError(
-            f"LOCKGATE_CODEGEN_ROWS={raw!r}: expected a whole number of rows (0 keeps Spark's code "
-            f"generation for every round; default {DEFAULT_CODEGEN_ROWS})"
-        )
-    return value
-
-
-def interpreted(expected_rows: int | None, limit: int) -> bool:
-    """True when a round expected to touch ``expected_rows`` rows (None: unknown) runs interpreted."""
-    return limit > 0 and expected_rows is not None and expected_rows <= limit
+    """``LOCKGATE_CODEGEN_ROWS``: the largest round (rows) run without code generation; a round
+    runs interpreted when :func:`~lockgate.runtime.settings.within` that many rows."""
+    return count_setting("LOCKGATE_CODEGEN_ROWS", DEFAULT_CODEGEN_ROWS, "rows",
+                         "0 keeps Spark's code generation for every round")
 
 
 @contextmanager

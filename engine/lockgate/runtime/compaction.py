@@ -18,15 +18,14 @@ full base every round.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import DataFrame
 
 from ..checkpoint.layers import BASE, DELTA, chain_summary
-from ..errors import InvalidArgumentError
 from .layered_state import LayeredState, StateDelta, delta_rows
+from .settings import count_setting
 
 #: default longest chain of deltas on a base
 DEFAULT_MAX_DELTAS = 8
@@ -36,19 +35,8 @@ BASE_SHARE = 0.5
 
 def max_deltas() -> int:
     """``LOCKGATE_STATE_MAX_DELTAS`` (deltas kept on a base before a fold; 0: no deltas)."""
-    raw = os.environ.get("LOCKGATE_STATE_MAX_DELTAS", "").strip()
-    if not raw:
-        return DEFAULT_MAX_DELTAS
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise InvalidArgumentError(
-            f"LOCKGATE_STATE_MAX_DELTAS={raw!r}: expected a whole number of deltas kept on a base "
-            f"(0 writes a full snapshot every round; default {DEFAULT_MAX_DELTAS})"
-        )
-    return value
+    return count_setting("LOCKGATE_STATE_MAX_DELTAS", DEFAULT_MAX_DELTAS, "deltas kept on a base",
+                         "0 writes a full snapshot every round")
 
 
 @dataclass

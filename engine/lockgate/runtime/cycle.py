@@ -21,7 +21,6 @@ The controller's half (commit the staged output, then write the checkpoint row) 
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from collections.abc import Callable
@@ -50,12 +49,13 @@ from ..plan.compile import CompiledPlan
 from .analysis import struct_of
 from .availability import slice_column
 from .catchup import TAG, Span, one_pass, slices_by_arrival, tagged_head, translate_span
-from .codegen import codegen_rows, interpreted, round_codegen
+from .codegen import codegen_rows, round_codegen
 from .compaction import TableWrite, max_deltas, plan_write
 from .context import CycleContext
 from .invalid import CORRUPT, FLAG, clean, describe, every_column, header_mismatch, rule_of, timeless
 from .layered_state import LayeredState, StateDelta
 from .results import CycleResult, RestorePoint, late_sink_config
+from .settings import count_setting, within
 from .sinks import driver_stageable, driver_writable, stage_sink, stage_table
 from .sources import SourceSpan, read_slice, read_span
 from .translate import translate
@@ -76,23 +76,7 @@ def driver_rows(setting: str, default: int = 200_000) -> int:
       many rows stages the next round from the driver (``toArrow``, one file written with
       pyarrow) instead of a Spark write.
     """
-    raw = os.environ.get(setting, "").strip()
-    if not raw:
-        return default
-    try:
-        rows = int(raw)
-    except ValueError:
-        rows = -1
-    if rows < 0:
-        raise InvalidArgumentError(
-            f"{setting}={raw!r}: expected a whole number of rows (0 turns the driver path off; default {default})"
-        )
-    return rows
-
-
-def _within(rows: int | None, limit: int) -> bool:
-    """True when an expected row count is known and a driver path of ``limit`` rows takes it."""
-    return limit > 0 and rows is not None and rows <= limit
+    return count_setting(setting, default, "rows", "0 turns the driver path off")
 
 
 @dataclass
@@ -208,7 +192,7 @@ class CycleRunner:
         """Write one layer (from the driver when it is expected to be small); returns its
         ``{"files", "rows"}``. On the driver path the time is the file write alone (the
         collect computes the round, which the sinks then reuse); on Spark's the whole write."""
-        if self._state_on_driver[table] and _within(estimate, self.driver_snapshot_rows):
+        if self._state_on_driver[table] and within(estimate, self.driver_snapshot_rows):
             collected = df.toArrow()
             t = time.perf_counter()
             entry = self.snapshots.write_table(snapshot_uri, table, collected)
@@ -231,7 +215,7 @@ class CycleRunner:
         always goes through Spark, which also tells the size)."""
         where = dict(job=self.job, sink_name=name, window=window, attempt=attempt, home=self.home)
         last = self._last_staged_rows.get(name)
-        if _within(last, self.driver_stage_rows) and self._sink_on_driver[name]:
+        if within(last, self.driver_stage_rows) and self._sink_on_driver[name]:
             staged = stage_table(df.toArrow(), sink, **where)
         else:
             staged = stage_sink(df, sink, **where)
@@ -382,7 +366,7 @@ class CycleRunner:
         recomputed by replaying the group's windows with sinks muted (:meth:`run_group`)."""
         if restore is not None and replay_range(restore.snapshot_manifest) is not None:
             return self.run_group([window], [attempt], restore)[0]
-        with round_codegen(self.spark, interpreted(self._expected_rows(restore), self.codegen_rows)):
+        with round_codegen(self.spark, within(self._expected_rows(restore), self.codegen_rows)):
             return self._run_window(window, attempt, restore)
 
     def _expected_rows(self, restore: RestorePoint | None) -> int | None:
@@ -599,7 +583,7 @@ class CycleRunner:
             last = self._last_staged_rows.get(name)
             expected = None if last is None else max(last, 1) * len(items)
             sink = items[0][3]
-            if len(items) > 1 and self._sink_on_driver.get(name) and _within(expected, self.driver_stage_rows):
+            if len(items) > 1 and self._sink_on_driver.get(name) and within(expected, self.driver_stage_rows):
                 tagged = None
                 for w, _a, df, _s in items:
                     one = df.withColumn("__lg_w", F.lit(w).cast("long"))
@@ -701,7 +685,7 @@ class CycleRunner:
         for name, (df, sink) in sinks.items():
             last = self._last_staged_rows.get(name)
             expected = None if last is None else max(last, 1) * len(windows)
-            if self._sink_on_driver.get(name) and _within(expected, self.driver_stage_rows):
+            if self._sink_on_driver.get(name) and within(expected, self.driver_stage_rows):
                 table = df.filter(F.col(TAG) >= F.lit(windows[0])).toArrow()
                 tags = table.column(TAG)
                 body = table.drop_columns([TAG])

@@ -7,7 +7,8 @@ import pytest
 from pyspark.sql import functions as F
 
 from lockgate.errors import InvalidArgumentError
-from lockgate.runtime.codegen import DEFAULT_CODEGEN_ROWS, codegen_rows, interpreted, round_codegen
+from lockgate.runtime.codegen import DEFAULT_CODEGEN_ROWS, codegen_rows, round_codegen
+from lockgate.runtime.settings import within as interpreted
 
 
 def _compiled(spark) -> int:
