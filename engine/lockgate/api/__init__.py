@@ -3,9 +3,11 @@
 from .aggregates import Aggregate, approx_distinct, avg, collect, count, count_distinct, max, min, sum, top_k
 from .graphs import Graph
 from .loader import ReferencePolicy, load_pipeline, pipeline_factory
-from .pipeline import Input, OpNode, Pipeline, Stream, WindowedStream
+from .nodes import Input, OpNode
+from .pipeline import Pipeline
 from .sinks import CollectSink, FileSink, PostgresSink, Sink
 from .sources import FileSource, NexmarkSource, PostgresSource, Source
+from .stream import Stream, WindowedStream
 from .tables import FileTable, LookupTable, PostgresTable
 from .windows import Session, Sliding, Tumbling, Watermark, WindowSpec
 

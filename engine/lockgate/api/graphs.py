@@ -44,12 +44,11 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import CompileError
-
-if TYPE_CHECKING:
-    from .pipeline import Pipeline, Stream
+from .nodes import Input, PipelineNodes
+from .stream import Stream
 
 #: how a computation's output reports each window
 EMITS = ("changes", "all")
@@ -91,7 +90,7 @@ class Graph:
     """A graph whose edges (and vertices) arrive on streams of a pipeline: made by
     :meth:`~lockgate.api.pipeline.Pipeline.graph`."""
 
-    def __init__(self, pipeline: Pipeline, edges: Stream, vertices: Stream | None, name: str | None):
+    def __init__(self, pipeline: PipelineNodes, edges: Stream, vertices: Stream | None, name: str | None):
         for what, stream in (("edges", edges), ("vertices", vertices)):
             if stream is not None and stream.pipeline is not pipeline:
                 raise ValueError(f"graph(): the {what} stream belongs to another pipeline")
@@ -100,9 +99,7 @@ class Graph:
         self.vertices = vertices
         self.name = name
 
-    def _inputs(self) -> list[Any]:
-        from .pipeline import Input
-
+    def _inputs(self) -> list[Input]:
         inputs = [Input(self.edges.node)]
         if self.vertices is not None:
             inputs.append(Input(self.vertices.node))
@@ -133,8 +130,6 @@ class Graph:
 
         >>> g.compute(ConnectedComponents(), name="components")  # id, component
         """
-        from .pipeline import Stream
-
         op = self.pipeline._next_name("graph_compute", name)
         config = {"program": program_config(program, op)}
         if emit not in EMITS:
@@ -176,8 +171,6 @@ class Graph:
 
         >>> g.traverse(p.source(lg.FileSource("requests", ...)), k=2, start="user")
         """
-        from .pipeline import Input, Stream
-
         op = self.pipeline._next_name("graph_traverse", name)
         if requests.pipeline is not self.pipeline:
             raise ValueError("traverse(): the requests stream belongs to another pipeline")

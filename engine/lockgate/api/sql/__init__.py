@@ -38,17 +38,15 @@ top-N's ``ROW_NUMBER``): each error says which operator of the Python API does t
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from ...errors import CompileError
+from ..nodes import PipelineNodes
+from ..stream import Stream
 from .compiler import Compiler
 from .scope import DIALECT, Relation, load_sqlglot
 
-if TYPE_CHECKING:
-    from ..pipeline import Pipeline, Stream
 
-
-def compile_sql(pipeline: Pipeline, query: str, name: str | None = None) -> Stream:
+def compile_sql(pipeline: PipelineNodes, query: str, name: str | None = None) -> Stream:
     """The stream a SQL query over ``pipeline``'s named streams makes (see the module doc)."""
     sqlglot, exp = load_sqlglot()
     name = pipeline._next_name("sql", name)

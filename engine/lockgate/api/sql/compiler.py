@@ -3,23 +3,22 @@ SELECT list, into the operators of the Python API."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...errors import CompileError
 from .. import aggregates as agg
+from ..nodes import PipelineNodes
+from ..stream import Stream
 from ..windows import Session, Sliding, Tumbling, WindowSpec
 from .joins import JoinMixin
 from .scope import DIALECT, WINDOW_FNS, Relation, Scope, conjuncts, duration, slide, spec_of
 from .top_n import TopNMixin
 
-if TYPE_CHECKING:
-    from ..pipeline import Pipeline, Stream
-
 
 class Compiler(JoinMixin, TopNMixin):
     """Compiles a SELECT (and its subqueries) over ``pipeline``'s streams; errors name ``name``."""
 
-    def __init__(self, pipeline: Pipeline, exp: Any, name: str):
+    def __init__(self, pipeline: PipelineNodes, exp: Any, name: str):
         self.pipeline, self.exp, self.name = pipeline, exp, name
 
     def refuse(self, clause: str, why: str) -> CompileError:
@@ -169,7 +168,6 @@ class Compiler(JoinMixin, TopNMixin):
 
     def named(self, stream_name: str) -> Relation:
         from ...nexmark import SCHEMAS
-        from ..pipeline import Stream
 
         known = self.pipeline._sql_relations.get(stream_name)
         if known is not None:

@@ -6,13 +6,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...errors import CompileError
+from ..stream import Stream
 from ..windows import Sliding, Tumbling, WindowSpec
-
-if TYPE_CHECKING:
-    from ..pipeline import Stream
 
 DIALECT = "spark"
 _UNITS = {"microsecond": 1e-6, "millisecond": 1e-3, "second": 1, "minute": 60, "hour": 3600, "day": 86400}
