@@ -36,6 +36,7 @@ from typing import Any
 from ..control.catchup import check_catchup
 from ..errors import InvalidArgumentError, LockgateError
 from .cycles import add_cycles_parser, cycles_report
+from .tables import render_table, terminal_width
 
 #: exit status of a command whose output pipe was closed (128 + SIGPIPE, as a shell reports it)
 EXIT_PIPE_CLOSED = 141
@@ -132,9 +133,8 @@ def _client(args: argparse.Namespace) -> Any:
 
 
 def _table(rows: list[list[Any]], header: list[str]) -> str:
-    cells = [header] + [["" if c is None else str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells)
+    """A table for stdout: fitted to the terminal, or plain and as wide as its content."""
+    return render_table(rows, header, terminal_width(sys.stdout))
 
 
 def _print(text: str) -> None:

@@ -212,7 +212,10 @@ class RunResult:
 
 @dataclass
 class JobEvent:
-    """One event of a job: a state transition or a cycle started / done / failed."""
+    """One event of a job: a state transition or a cycle started / done / failed.
+
+    A ``run_planned`` event carries the run's first window (``window``) and how many windows
+    it will run (``total_windows``); its ``message`` says the same for people."""
 
     kind: str
     job: str
@@ -224,6 +227,8 @@ class JobEvent:
     timings: dict[str, float] = field(default_factory=dict)
     message: str = ""
     at: float = 0.0
+    #: ``run_planned``: the number of windows the run will run (None on other events)
+    total_windows: int | None = None
 
 
 __all__ = [

@@ -572,7 +572,8 @@ class CycleScheduler:
             self.check_gap(first)
             self.enter_running(f"windows {first}..{last}")
             todo = [w for w in range(first, last + 1) if self.last_window is None or w > self.last_window]
-            self._emit(_event("run_planned", self.job, window=first, message=f"{len(todo)} windows to run"))
+            self._emit(_event("run_planned", self.job, window=first, total_windows=len(todo),
+                             message=f"{len(todo)} windows to run"))
             summary.windows_skipped = (last - first + 1) - len(todo)
             # groups where they pay: plans a group computes in one pass, unless a size was set
             # (a graph operator's rounds run one window each: its supersteps resume per window)

@@ -163,6 +163,8 @@ def event_to_pb(e: JobEvent) -> pb.JobEvent:
         m.window = e.window
     if e.state is not None:
         m.state = e.state
+    if e.total_windows is not None:
+        m.total_windows = e.total_windows
     for k, v in (e.timings or {}).items():
         m.timings[k] = float(v)
     return m
@@ -172,6 +174,7 @@ def event_from_pb(m: pb.JobEvent) -> JobEvent:
     return JobEvent(
         kind=m.kind, job=m.job, window=_opt(m, "window"), state=_opt(m, "state"), rows_in=m.rows_in,
         rows_out=m.rows_out, late_rows=m.late_rows, timings=dict(m.timings), message=m.message, at=m.at,
+        total_windows=_opt(m, "total_windows"),
     )
 
 

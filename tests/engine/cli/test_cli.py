@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -79,9 +80,16 @@ def test_run_jobs_checkpoints_restore_and_gap(setup):
     cps = json.loads(lockgate(home, "--json", "checkpoints", "cli_demo").stdout)
     assert [c["window"] for c in cps] == [first]
 
-    rerun = json.loads(lockgate(home, "--json", "run", ref, "--until-caught-up").stdout)
-    assert rerun["first_window"] == first + 1 and rerun["last_window"] == first + 3
-    assert rerun["windows_run"] == 3
+    rerun = lockgate(home, "run", ref, "--until-caught-up")
+    assert re.fullmatch(rf"job cli_demo: FINISHED; windows {first + 1}\.\.{first + 3}: 3 run, 0 already complete; "
+                        r"[\d,]+ rows in, [\d,]+ rows out, 0 late; [\d.]+s \([\d,]+ rows/s\)\n", rerun.stdout), rerun.stdout
+    # into a pipe: one plain line per window, its total from the run_planned event (no range was given)
+    assert "\x1b" not in rerun.stderr and "\r" not in rerun.stderr, repr(rerun.stderr)
+    progress = [line for line in rerun.stderr.splitlines() if line.startswith("windows ")]
+    assert len(progress) == 3, rerun.stderr
+    for i, line in enumerate(progress, 1):
+        assert re.fullmatch(rf"windows {i}/3 \({3 - i} left\)  window {first + i}  [\d,]+ rows in  [\d,]+ rows/s",
+                            line), line
 
     # the windowed aggregate's keyed state at the latest checkpoint: its 10 s windows close
     # with each 10 s cycle, so none is open; the columns come from the plan

@@ -376,7 +376,7 @@ class WatchRequest(_message.Message):
     def __init__(self, job: _Optional[str] = ..., timeout_s: _Optional[float] = ...) -> None: ...
 
 class JobEvent(_message.Message):
-    __slots__ = ("kind", "job", "window", "state", "rows_in", "rows_out", "late_rows", "timings", "message", "at")
+    __slots__ = ("kind", "job", "window", "state", "rows_in", "rows_out", "late_rows", "timings", "message", "at", "total_windows")
     class TimingsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -394,6 +394,7 @@ class JobEvent(_message.Message):
     TIMINGS_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     AT_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_WINDOWS_FIELD_NUMBER: _ClassVar[int]
     kind: str
     job: str
     window: int
@@ -404,7 +405,8 @@ class JobEvent(_message.Message):
     timings: _containers.ScalarMap[str, float]
     message: str
     at: float
-    def __init__(self, kind: _Optional[str] = ..., job: _Optional[str] = ..., window: _Optional[int] = ..., state: _Optional[str] = ..., rows_in: _Optional[int] = ..., rows_out: _Optional[int] = ..., late_rows: _Optional[int] = ..., timings: _Optional[_Mapping[str, float]] = ..., message: _Optional[str] = ..., at: _Optional[float] = ...) -> None: ...
+    total_windows: int
+    def __init__(self, kind: _Optional[str] = ..., job: _Optional[str] = ..., window: _Optional[int] = ..., state: _Optional[str] = ..., rows_in: _Optional[int] = ..., rows_out: _Optional[int] = ..., late_rows: _Optional[int] = ..., timings: _Optional[_Mapping[str, float]] = ..., message: _Optional[str] = ..., at: _Optional[float] = ..., total_windows: _Optional[int] = ...) -> None: ...
 
 class ReadSinkRequest(_message.Message):
     __slots__ = ("job", "sink")
