@@ -29,9 +29,8 @@ from lockgate.errors import InvalidArgumentError, JavaNotFoundError, SparkStartE
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-# pandas 3 FutureWarnings raised from PySpark's code ("PySpark does not yet fully support pandas
-# >= 3.0.0", deprecations hit inside pyspark): harmless, not the user's to fix.
-warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
+# FutureWarnings raised from PySpark's own code (deprecations hit inside pyspark): not the user's
+# to fix. pandas is pinned to the range PySpark supports, so its pandas check stays silent.
 warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark(\.|$)")
 logging.getLogger("py4j").setLevel(logging.ERROR)
 
