@@ -14,11 +14,8 @@ ruff check .
 set +e
 # Three test processes (one Spark session each), a test module never split between them: many
 # tests wait on JVMs, controllers, heartbeats and Airflow, so three keep a 2-core machine busy.
-# --no-loadscope-reorder: xdist would otherwise hand out modules by their number of tests, which
-# put the long kill -9 and multi-process modules (few tests each) last, each alone at the end of
-# the run; tests/conftest.py orders them first instead.
 python -m pytest tests -q -p no:cacheprovider -n "${LOCKGATE_TEST_PROCESSES:-3}" --dist loadfile \
-    --no-loadscope-reorder --durations=25 "$@"
+    --durations=25 "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

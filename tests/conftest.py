@@ -8,7 +8,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,14 +30,10 @@ PG_HOST, PG_PORT, PG_USER = "127.0.0.1", 5432, "postgres"
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The test command skips the ``long`` tests (each has a shorter sibling that runs);
     ``make test-long`` (``LOCKGATE_TEST_LONG=1``) runs them too. Modules holding ``slow`` tests
-    (kill -9, several processes) come first, then the others by their number of tests, largest
-    first, so the test processes do not end waiting on one long module while the others idle
-    (the test command keeps this order: ``--no-loadscope-reorder``)."""
+    (kill -9, several processes) come first, so the test processes do not end waiting on one."""
     faults = {item.path for item in items if "faults" in item.keywords}
     slow = {item.path for item in items if "slow" in item.keywords}
-    size = Counter(item.path for item in items)
-    # stable: a module's tests keep their order
-    items.sort(key=lambda item: (item.path not in faults, item.path not in slow, -size[item.path]))
+    items.sort(key=lambda item: (item.path not in faults, item.path not in slow))  # stable: modules keep their order
     if os.environ.get("LOCKGATE_TEST_LONG") == "1":
         return
     skip = pytest.mark.skip(reason="long: make test-long runs it")
