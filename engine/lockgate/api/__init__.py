@@ -5,7 +5,7 @@ from .graphs import Graph
 from .loader import ReferencePolicy, load_pipeline, pipeline_factory
 from .nodes import Input, OpNode
 from .pipeline import Pipeline
-from .sinks import CollectSink, FileSink, PostgresSink, Sink
+from .sinks import CollectSink, DeltaSink, FileSink, IcebergSink, PostgresSink, Sink
 from .sources import FileSource, NexmarkSource, PostgresSource, Source
 from .stream import Stream, WindowedStream
 from .tables import FileTable, LookupTable, PostgresTable
@@ -14,10 +14,12 @@ from .windows import Session, Sliding, Tumbling, Watermark, WindowSpec
 __all__ = [
     "Aggregate",
     "CollectSink",
+    "DeltaSink",
     "FileSink",
     "FileSource",
     "FileTable",
     "Graph",
+    "IcebergSink",
     "LookupTable",
     "Input",
     "NexmarkSource",

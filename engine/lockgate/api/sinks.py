@@ -100,6 +100,118 @@ class PostgresSink:
             config.update(key=list(self.key), history_windows=self.history_windows)
         return config
 
+def _key_tuple(sink: str, key: Any) -> tuple[str, ...] | None:
+    """``key`` as a tuple of column names (``None`` stays ``None``); a bad one is a ``ValueError``."""
+    if key is None:
+        return None
+    if isinstance(key, str) or not key or not all(isinstance(k, str) and k for k in key):
+        raise ValueError(f"{sink}(key=...) takes a list of column names, got {key!r}")
+    return tuple(key)
+
+
+@dataclass(frozen=True)
+class DeltaSink:
+    """A Delta Lake table (delta-rs, no Spark on the committing side): one Delta commit per
+    window, made idempotent by Delta's own writer id: the commit carries the transaction
+    ``(app id, version) = ("lockgate/<job>/<sink>", window)``, so a replay after a crash finds
+    the table's transaction version for that app id at or past the window and writes nothing.
+
+    Without ``key`` the window's rows are appended with the window id in ``window_column``;
+    with ``key`` the table holds the current row of each key (an updating stream): a Delta
+    ``MERGE`` replaces the rows of the window's keys and deletes those whose ``op`` is ``-D``.
+    A restore to window ``W`` is a Delta ``RESTORE`` to the version that committed ``W`` (the
+    transaction version set back to ``W`` in the same commit), so keep the versions you may
+    restore to: do not ``VACUUM`` with a retention shorter than that.
+
+    :param path: the table's location (a local path or an object-store URI delta-rs knows);
+        created from the stream's schema if missing.
+    :param key: the columns that name one row: merge by them instead of appending.
+    :param window_column: column holding the window that wrote each row.
+    :param storage_options: passed to delta-rs (object-store credentials, ...).
+
+    Example::
+
+        totals.sink(lg.DeltaSink("/lake/auction_totals", key=["auction"]))
+    """
+
+    path: str
+    key: tuple[str, ...] | None = None
+    window_column: str = "lg_window"
+    storage_options: dict[str, str] = field(default_factory=dict)
+
+    kind = "delta"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", _key_tuple("DeltaSink", self.key))
+        if not isinstance(self.window_column, str) or not self.window_column:
+            raise ValueError(f"DeltaSink(window_column=...) takes a column name, got {self.window_column!r}")
+
+    def to_config(self) -> dict[str, Any]:
+        config: dict[str, Any] = {"kind": self.kind, "path": self.path, "window_column": self.window_column}
+        if self.key is not None:
+            config["key"] = list(self.key)
+        if self.storage_options:
+            config["storage_options"] = dict(self.storage_options)
+        return config
+
+
+@dataclass(frozen=True)
+class IcebergSink:
+    """An Apache Iceberg table in a SQL catalog (pyiceberg, no Spark on the committing side):
+    one catalog commit per window, whose snapshot(s) carry ``lockgate.job``, ``lockgate.sink``
+    and ``lockgate.window`` in their summary, so a replay after a crash finds the window in
+    the current snapshot's ancestry and writes nothing.
+
+    Without ``key`` the window's rows are appended with the window id in ``window_column``;
+    with ``key`` the table holds the current row of each key: one transaction deletes the
+    rows of the window's keys and appends the rows that are not ``op = '-D'``. A restore to
+    window ``W`` makes the snapshot that committed ``W`` the current one again, so do not
+    expire the snapshots you may restore to.
+
+    :param table: ``namespace.table`` (``default.<table>`` when no namespace is given);
+        created from the stream's schema if missing.
+    :param catalog_url: the SQL catalog's SQLAlchemy URL (``postgresql+psycopg://...``,
+        ``sqlite:///...``); by default a SQLite file under LOCKGATE_HOME.
+    :param warehouse: where new tables' files go; by default ``<LOCKGATE_HOME>/iceberg/warehouse``.
+    :param key: the columns that name one row: replace rows by them instead of appending.
+    :param window_column: column holding the window that wrote each row.
+    :param catalog_name: the catalog's name in the SQL catalog's tables (a reader names the
+        same catalog to see the table).
+
+    Example::
+
+        kept.sink(lg.IcebergSink("sales.orders", catalog_url="postgresql+psycopg://lake@db/lake",
+                                 warehouse="s3://lake/warehouse"))
+    """
+
+    table: str
+    catalog_url: str | None = None
+    warehouse: str | None = None
+    key: tuple[str, ...] | None = None
+    window_column: str = "lg_window"
+    catalog_name: str = "lockgate"
+
+    kind = "iceberg"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", _key_tuple("IcebergSink", self.key))
+        parts = self.table.split(".") if isinstance(self.table, str) else []
+        if not parts or not all(parts):
+            raise ValueError(f"IcebergSink(table=...) takes 'namespace.table' or 'table', got {self.table!r}")
+        if not isinstance(self.window_column, str) or not self.window_column:
+            raise ValueError(f"IcebergSink(window_column=...) takes a column name, got {self.window_column!r}")
+
+    def to_config(self) -> dict[str, Any]:
+        config: dict[str, Any] = {"kind": self.kind, "table": self.table, "window_column": self.window_column,
+                                  "catalog_name": self.catalog_name}
+        if self.catalog_url is not None:
+            config["catalog_url"] = self.catalog_url
+        if self.warehouse is not None:
+            config["warehouse"] = self.warehouse
+        if self.key is not None:
+            config["key"] = list(self.key)
+        return config
+
 
 @dataclass(frozen=True)
 class CollectSink:
@@ -113,4 +225,4 @@ class CollectSink:
         return {"kind": self.kind, "name": self.name}
 
 
-Sink = FileSink | PostgresSink | CollectSink
+Sink = FileSink | PostgresSink | DeltaSink | IcebergSink | CollectSink
