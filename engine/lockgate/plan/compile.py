@@ -60,7 +60,7 @@ def check_structure(pipeline: Pipeline) -> None:
     if not any(n.op == "sink" for n in nodes.values()):
         raise CompileError(
             f"pipeline '{pipeline.name}' has no sink: end a stream with .sink(lockgate.FileSink(...)), "
-            "PostgresSink or CollectSink, or nothing would ever be written"
+            "PostgresSink, DeltaSink, IcebergSink or CollectSink, or nothing would ever be written"
         )
     consumed = {i.node for n in nodes.values() for i in n.inputs}
     for n in nodes.values():

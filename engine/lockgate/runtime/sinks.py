@@ -12,12 +12,12 @@ Staging locations:
 - file sink: ``<path>/_staging/<job>/w=<W:010d>-a<A>/`` in the sink's format and options
   (CSV with a header), so the commit is a rename on the same file system; readers of
   ``<path>`` skip ``_staging`` (Spark and pyarrow ignore names starting with ``_``);
-- postgres and collect sinks: Parquet under
+- postgres, delta, iceberg and collect sinks: Parquet under
   ``<home>/staging/<job>/<sink_name>/w=<W:010d>-a<A>/``.
 
 The descriptor is plain JSON::
 
-    {"kind": "file" | "postgres" | "collect",
+    {"kind": "file" | "postgres" | "delta" | "iceberg" | "collect",
      "uri": "<absolute path or file system URI of the staged folder>",
      "rows": <rows written>,
      "format": "parquet" | "csv" | "json",
@@ -72,6 +72,12 @@ def _spark_path(uri: str) -> str:
     return uri if "://" in uri else "file://" + uri
 
 
+#: sinks staged as Parquet under LOCKGATE_HOME and committed by the controller from it
+TABLE_SINKS = ("postgres", "delta", "iceberg", "collect")
+#: sinks whose rows carry the window id in a column of theirs (``window_column``)
+WINDOW_COLUMN_SINKS = ("postgres", "delta", "iceberg")
+
+
 #: Spark types whose Arrow form pyarrow writes to Parquet exactly as Spark's own writer
 #: does, so files of both paths read back with one schema (variant, geometry, intervals
 #: and user-defined types are not: Arrow has them as structs or durations)
@@ -96,9 +102,9 @@ def driver_writable(dt: DataType) -> bool:
 def driver_stageable(sink: dict[str, Any]) -> bool:
     """True when the sink's staged output can be written from the driver as one Parquet
     file (:func:`stage_table`) exactly as Spark would write it: Parquet with no user
-    options (compression, partitioning), or the Parquet a postgres/collect sink stages."""
+    options (compression, partitioning), or the Parquet a table or collect sink stages."""
     kind = sink.get("kind")
-    if kind in ("postgres", "collect"):
+    if kind in TABLE_SINKS:
         return True
     return kind == "file" and (sink.get("format") or "parquet").lower() == "parquet" and not sink.get("options")
 
@@ -123,7 +129,7 @@ def stage_table(
     """
     if not driver_stageable(sink):
         raise ValueError(f"sink {sink_name!r} cannot be staged from the driver: {sink!r}")
-    if sink.get("kind") == "postgres":
+    if sink.get("kind") in WINDOW_COLUMN_SINKS:
         _check_window_column(sink, table.column_names, sink_name)
     uri = staging_uri(sink, job=job, sink_name=sink_name, window=window, attempt=attempt, home=home)
     try:
@@ -172,13 +178,18 @@ def _mark_success(fs: Any, path: str) -> None:
     fs.open_output_stream(join(path, "_SUCCESS")).close()
 
 
+_SINK_CLASSES = {"postgres": ("PostgresSink", "PostgreSQL table"), "delta": ("DeltaSink", "Delta table"),
+                 "iceberg": ("IcebergSink", "Iceberg table")}
+
+
 def _check_window_column(sink: dict[str, Any], columns: list[str], sink_name: str) -> None:
     wc = sink.get("window_column") or "lg_window"
     if wc in columns:
+        cls, what = _SINK_CLASSES[sink["kind"]]
         raise CompileError(
-            f"the stream written to PostgreSQL table {sink.get('table')!r} already has a "
+            f"the stream written to {what} {sink.get('table') or sink.get('path')!r} already has a "
             f"column {wc!r}, which holds the window id; rename it or set "
-            f"PostgresSink(window_column=...)",
+            f"{cls}(window_column=...)",
             sink_name,
         )
 
@@ -223,12 +234,12 @@ def stage_sink(
         options = {str(k): str(v) for k, v in (sink.get("options") or {}).items()}
         if fmt == "csv":
             options.setdefault("header", "true")
-    elif kind in ("postgres", "collect"):
+    elif kind in TABLE_SINKS:
         fmt, options = "parquet", {}
-        if kind == "postgres":
+        if kind in WINDOW_COLUMN_SINKS:
             _check_window_column(sink, columns, sink_name)
     else:
-        raise CompileError(f"unknown sink kind {kind!r}; expected file, postgres or collect", sink_name)
+        raise CompileError(f"unknown sink kind {kind!r}; expected file, {', '.join(TABLE_SINKS)}", sink_name)
     if fmt == "parquet":
         options = {**PARQUET_OPTIONS, **options}
 
