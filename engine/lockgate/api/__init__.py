@@ -6,7 +6,7 @@ from .loader import ReferencePolicy, load_pipeline, pipeline_factory
 from .nodes import Input, OpNode
 from .pipeline import Pipeline
 from .sinks import CollectSink, DeltaSink, FileSink, IcebergSink, PostgresSink, Sink
-from .sources import FileSource, NexmarkSource, PostgresSource, Source
+from .sources import FileSource, NatsSource, NexmarkSource, PostgresSource, Source
 from .stream import Stream, WindowedStream
 from .tables import FileTable, LookupTable, PostgresTable
 from .windows import Session, Sliding, Tumbling, Watermark, WindowSpec
@@ -22,6 +22,7 @@ __all__ = [
     "IcebergSink",
     "LookupTable",
     "Input",
+    "NatsSource",
     "NexmarkSource",
     "OpNode",
     "Pipeline",

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 FILE_FORMATS = ("parquet", "csv", "json")
+#: payload formats of a NatsSource's messages
+NATS_FORMATS = ("json", "arrow")
 #: what a pipeline does with a record that breaks its source's contract (see Pipeline(invalid=))
 INVALID_RULES = ("fail", "skip")
 
@@ -161,4 +163,69 @@ class PostgresSource:
         }
 
 
-Source = FileSource | NexmarkSource | PostgresSource
+@dataclass(frozen=True)
+class NatsSource:
+    """A NATS JetStream stream: a message log read by sequence range, replayed exactly.
+
+    A cycle window's records are the messages of one sequence range, decided by arrival (the
+    message's JetStream timestamp) when the window is first run and recorded in its checkpoint:
+    the range starts right after the previous window's recorded last sequence (a job's first
+    window: at the first message arriving at or after the window's start) and ends before the
+    first message arriving at or after the window's end. A replay (after a crash, or a restore)
+    reads the same messages even after more were published. Event time is a field of the
+    message, held to the pipeline's watermark like any source sliced by arrival (records below
+    it are late). See :mod:`lockgate.runtime.nats` for the rule and how a Kafka source fits it.
+
+    :param url: ``nats://host:port`` of a server with JetStream.
+    :param stream: the JetStream stream's name.
+    :param subject: only the stream's messages on this subject (wildcards allowed); all when None.
+    :param event_time: the payload's timestamp field windows are computed on.
+    :param format: ``json`` (one JSON object per message; timestamps as ISO-8601 strings, UTC
+        when without offset) or ``arrow`` (an Arrow IPC stream per message, with the schema's columns).
+    :param schema: Spark DDL of the payload's fields (``"auction BIGINT, price BIGINT, ts TIMESTAMP"``).
+    :param arrival: name of a TIMESTAMP column to add holding each message's JetStream timestamp
+        (processing time a replay reproduces). None: no column.
+    :param invalid: ``"fail"`` or ``"skip"``: what a message that does not parse into ``schema``
+        does; None takes the pipeline's ``Pipeline(invalid=)``.
+
+    >>> NatsSource("nats://127.0.0.1:4222", "bids", schema="auction BIGINT, price BIGINT, ts TIMESTAMP")
+    """
+
+    url: str
+    stream: str
+    subject: str | None = None
+    event_time: str = "ts"
+    format: str = "json"
+    schema: str | None = None
+    arrival: str | None = None
+    invalid: str | None = None
+
+    kind = "nats"
+
+    def __post_init__(self) -> None:
+        where = f"NatsSource({self.stream!r})"
+        check_invalid(self.invalid, where)
+        if self.format not in NATS_FORMATS:
+            raise ValueError(f"{where}: format={self.format!r}: use one of {', '.join(NATS_FORMATS)}")
+        if not self.schema:
+            raise ValueError(f"{where}: pass schema= (Spark DDL of the message's fields, e.g. "
+                             "\"auction BIGINT, price BIGINT, ts TIMESTAMP\")")
+        if self.arrival is not None and self.arrival == self.event_time:
+            raise ValueError(f"{where}: arrival={self.arrival!r} is the event-time field's name: call the "
+                             "arrival column something else")
+
+    def to_config(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "url": self.url,
+            "stream": self.stream,
+            "subject": self.subject,
+            "event_time": self.event_time,
+            "format": self.format,
+            "schema": self.schema,
+            "arrival": self.arrival,
+            **({"invalid": self.invalid} if self.invalid else {}),
+        }
+
+
+Source = FileSource | NexmarkSource | PostgresSource | NatsSource
