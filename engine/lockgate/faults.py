@@ -9,6 +9,8 @@ Points, in round order: ``before_run``, ``before_stage``, ``after_stage``,
 run replays a staged window's commit, so a crash during recovery can be aimed at too.
 Inside a round, ``mid_iteration`` fires in a graph computation's iteration cycle once
 superstep ``LOCKGATE_FAULT_SUPERSTEP`` (default 2) of that window is complete.
+Inside a Delta or Iceberg sink's commit, ``in_sink_commit`` fires once the table commit is
+applied and before the committer deletes the staged output and reports the commit.
 
 The process group is killed only when this process leads it (``start_new_session``,
 as a test or a supervisor starts a run); otherwise only this process is killed, and the
@@ -32,6 +34,8 @@ from .errors import InvalidArgumentError
 POINTS = ("before_run", "before_stage", "after_stage", "mid_commit", "after_commit", "after_checkpoint")
 #: crash points inside a round's iteration cycle (graph computations)
 ITERATION_POINTS = ("mid_iteration",)
+#: crash points inside one sink's commit (the lakehouse sinks: Delta, Iceberg)
+SINK_POINTS = ("in_sink_commit",)
 
 ENV = "LOCKGATE_FAULT"
 PAUSE_ENV = "LOCKGATE_FAULT_PAUSE"
@@ -41,10 +45,10 @@ SUPERSTEP_ENV = "LOCKGATE_FAULT_SUPERSTEP"
 def parse(spec: str) -> tuple[str, int | None]:
     """``(point, window)`` of a ``LOCKGATE_FAULT`` value (window None: any window)."""
     point, sep, window = spec.strip().partition(":")
-    if point not in POINTS + ITERATION_POINTS or (sep and not window.strip().lstrip("-").isdigit()):
+    if point not in POINTS + ITERATION_POINTS + SINK_POINTS or (sep and not window.strip().lstrip("-").isdigit()):
         raise InvalidArgumentError(
             f"{ENV}={spec!r}: expected <point>[:<window>], the point one of {', '.join(POINTS)} "
-            f"(or {', '.join(ITERATION_POINTS)}) and the window an integer, e.g. after_stage:3"
+            f"(or {', '.join(ITERATION_POINTS + SINK_POINTS)}) and the window an integer, e.g. after_stage:3"
         )
     return point, (int(window) if sep else None)
 

@@ -7,7 +7,9 @@ One committer per sink kind, all without Spark (the controller runs them):
 - **collect** (:mod:`.collect`): the same under ``<home>/collect/<job>/<name>/``;
   :func:`read_collected` reads the committed windows back;
 - **postgres** (:mod:`.postgres`): the rows and a commit marker in one transaction; with a
-  ``key`` (:mod:`.postgres_upsert`) the rows replace the rows of their keys.
+  ``key`` (:mod:`.postgres_upsert`) the rows replace the rows of their keys;
+- **delta** (:mod:`.delta`): one Delta commit carrying the transaction ``(app id, window)``;
+- **iceberg** (:mod:`.iceberg`): one SQL-catalog commit whose snapshots name the window.
 
 :func:`committer_for` picks the committer of a sink from its ``to_config()`` dict.
 """
@@ -20,7 +22,9 @@ from lockgate.errors import SinkCommitError
 
 from .base import SinkCommitter
 from .collect import CollectCommitter, collect_root, read_collected
+from .delta import DeltaCommitter
 from .files import FileCommitter, FolderCommitter, KeyedFileCommitter
+from .iceberg import IcebergCommitter
 from .postgres import MARKER_TABLE, PostgresCommitter
 from .postgres_upsert import PostgresUpsertCommitter
 
@@ -28,6 +32,8 @@ _COMMITTERS: dict[str, type[SinkCommitter]] = {
     "file": FileCommitter,
     "collect": CollectCommitter,
     "postgres": PostgresCommitter,
+    "delta": DeltaCommitter,
+    "iceberg": IcebergCommitter,
 }
 
 
@@ -47,8 +53,10 @@ def committer_for(sink: dict[str, Any], home: str) -> SinkCommitter:
 __all__ = [
     "MARKER_TABLE",
     "CollectCommitter",
+    "DeltaCommitter",
     "FileCommitter",
     "FolderCommitter",
+    "IcebergCommitter",
     "KeyedFileCommitter",
     "PostgresCommitter",
     "PostgresUpsertCommitter",
