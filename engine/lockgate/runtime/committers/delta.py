@@ -30,7 +30,15 @@ from lockgate.errors import LockgateError, SinkRefusedError
 
 from ...filesystems import location_uri
 from .base import check_staged, drop_staged_after
-from .lakehouse import JOB_PROP, RESTORED_PROP, SINK_PROP, START_PROP, WINDOW_PROP, LakehouseCommitter
+from .lakehouse import (
+    JOB_PROP,
+    RESTORED_PROP,
+    SINK_PROP,
+    START_PROP,
+    WINDOW_PROP,
+    LakehouseCommitter,
+    nullable,
+)
 
 
 def _quote(column: str) -> str:
@@ -140,7 +148,7 @@ class DeltaCommitter(LakehouseCommitter):
         start = {**self.owner(job, sink_name), START_PROP: "created"}
         if table is None:
             table = DeltaTable.create(
-                self.path, schema, mode="ignore", configuration=self.owner(job, sink_name),
+                self.path, nullable(schema), mode="ignore", configuration=self.owner(job, sink_name),
                 storage_options=self.storage_options, raise_if_key_not_exists=False,
                 commit_properties=self._start_props(start),
             )

@@ -31,7 +31,7 @@ from lockgate.errors import LockgateError, SinkRefusedError
 
 from ...filesystems import join, location_uri
 from .base import check_staged, drop_staged_after
-from .lakehouse import JOB_PROP, SINK_PROP, START_PROP, WINDOW_PROP, LakehouseCommitter
+from .lakehouse import JOB_PROP, SINK_PROP, START_PROP, WINDOW_PROP, LakehouseCommitter, nullable
 
 #: the namespace of a table named without one
 DEFAULT_NAMESPACE = "default"
@@ -156,7 +156,7 @@ class IcebergCommitter(LakehouseCommitter):
         if table is None:
             catalog.create_namespace_if_not_exists(self.identifier.rsplit(".", 1)[0])
             try:
-                table = catalog.create_table(self.identifier, schema, properties=self.owner(job, sink_name))
+                table = catalog.create_table(self.identifier, nullable(schema), properties=self.owner(job, sink_name))
             except TableAlreadyExistsError:
                 table = catalog.load_table(self.identifier)
             else:  # the first snapshot: the sink's life begins here (a restore before window one)

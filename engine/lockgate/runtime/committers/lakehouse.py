@@ -186,6 +186,12 @@ class LakehouseCommitter(SinkCommitter):
         return SinkCommitError(f"{text}; {then}")
 
 
+def nullable(schema: pa.Schema) -> pa.Schema:
+    """The schema a new table is created with: every column nullable (optional), because a
+    window's staged Parquet may say a column holds no null and the next window's may not."""
+    return pa.schema([f.with_nullable(True) for f in schema])
+
+
 def _type_name(t: pa.DataType) -> str:
     """A type as the check compares it: string and binary of any width alike, timestamps by
     unit and whether they are instants."""
