@@ -374,9 +374,9 @@ class CycleScheduler:
 
     def _restore_point(self, cp: CheckpointRecord, reset_state: bool) -> RestorePoint:
         if reset_state:
-            return RestorePoint(cp.window, None, {})
+            return RestorePoint(cp.window, None, {}, cp.positions)
         self._check_state(cp.window, cp.plan_version, cp.snapshot_uri, cp.snapshot_manifest)
-        return RestorePoint(cp.window, cp.snapshot_uri, cp.snapshot_manifest)
+        return RestorePoint(cp.window, cp.snapshot_uri, cp.snapshot_manifest, cp.positions)
 
     def _collect_garbage(self) -> None:
         """Delete staged output and snapshots that no checkpoint refers to: after the
@@ -481,7 +481,7 @@ class CycleScheduler:
         faults.maybe_crash("after_stage", window)
         tail = self._commit(cycle.id, window, manifest, result.rows_in, result.rows_out, self.graph.version)
         result.timings.update(tail)
-        self.restore = RestorePoint(window, result.snapshot_uri, result.snapshot_manifest)
+        self.restore = RestorePoint(window, result.snapshot_uri, result.snapshot_manifest, result.positions)
         self._emit(
             _event(
                 "cycle_done",
@@ -537,7 +537,7 @@ class CycleScheduler:
         for cycle, result, manifest in zip(cycles, results, manifests, strict=True):
             tail = self._commit(cycle.id, result.window, manifest, result.rows_in, result.rows_out, self.graph.version)
             result.timings.update(tail)
-            self.restore = RestorePoint(result.window, result.snapshot_uri, result.snapshot_manifest)
+            self.restore = RestorePoint(result.window, result.snapshot_uri, result.snapshot_manifest, result.positions)
             self._emit(
                 _event(
                     "cycle_done", self.job, window=result.window, rows_in=result.rows_in, rows_out=result.rows_out,

@@ -19,6 +19,8 @@ def _describe(v: PipelineVertex) -> str:
             return f"nexmark({s['stream']}, {s['events_per_second']} events/s, seed {s['seed']})"
         if s["kind"] == "file":
             return f"files({s['format']}, {s['path']})"
+        if s["kind"] == "nats":
+            return f"nats({s['stream']}{', ' + s['subject'] if s.get('subject') else ''}, {s['format']})"
         return f"postgres({s['table']})"
     if v.op == "sink":
         s = c["sink"]

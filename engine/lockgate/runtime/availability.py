@@ -27,8 +27,10 @@ def slice_column(cfg: dict[str, Any]) -> str:
 
 
 def slices_by_arrival(cfg: dict[str, Any]) -> bool:
-    """True when event time may lag behind the slice position (late records possible)."""
-    return bool(cfg.get("arrival")) or (cfg["kind"] == "nexmark" and cfg.get("out_of_order", 0) > 0)
+    """True when event time may lag behind the slice position (late records possible). A NATS
+    source is always sliced by arrival (the JetStream timestamp), its column or not."""
+    return (bool(cfg.get("arrival")) or cfg["kind"] == "nats"
+            or (cfg["kind"] == "nexmark" and cfg.get("out_of_order", 0) > 0))
 
 
 def nexmark_config(cfg: dict[str, Any]) -> NexmarkConfig:
@@ -108,7 +110,8 @@ def file_ranges(cfg: dict[str, Any]) -> Iterator[tuple[pafs.FileInfo, tuple[int,
 # -- bounds ----------------------------------------------------------------------------
 def available_until(cfg: dict[str, Any]) -> int | None:
     """Exclusive upper bound (µs) of the slice positions present in the source now;
-    ``None`` when the source is unbounded in time (then wall-clock time is the bound)."""
+    ``None`` when the source is unbounded in time (then wall-clock time is the bound: a NATS
+    stream's windows are due once they have ended)."""
     kind = cfg["kind"]
     if kind == "nexmark":
         if cfg.get("max_events") is None:
@@ -135,6 +138,10 @@ def available_from(cfg: dict[str, Any]) -> int | None:
     kind = cfg["kind"]
     if kind == "nexmark":
         return nexmark_config(cfg).start_us
+    if kind == "nats":  # the arrival of the stream's first message
+        from .nats import first_arrival
+
+        return first_arrival(cfg)
     if kind == "file":
         lo = None
         for _info, rng in file_ranges(cfg):

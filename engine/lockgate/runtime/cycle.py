@@ -134,6 +134,8 @@ class CycleRunner:
         self.codegen_rows = codegen_rows()
         #: records with no event time a catch-up group's sources hold (see _span_counts)
         self._timeless: dict[str, int] = {}
+        #: the restore point of the round (or group) running: where its sources stood before it
+        self._restore: RestorePoint | None = None
 
     def _layer_estimate(self, table: str, write: TableWrite) -> int | None:
         """Rows the layer about to be written may hold; None when unknown (then Spark writes it)."""
@@ -270,8 +272,11 @@ class CycleRunner:
         if span is not None:
             piece = span.slice(ctx.start_us, ctx.end_us)
         else:
-            piece = read_slice(self.spark, cfg, self._schemas[v.id], ctx.start_us, ctx.end_us)
+            piece = read_slice(self.spark, cfg, self._schemas[v.id], ctx.start_us, ctx.end_us,
+                               self._position_before(v.id, ctx.window))
         round_.positions[v.id] = piece.position
+        if piece.invalid:
+            round_.invalid[v.id] = piece.invalid
         if piece.raw is not None:
             round_.raw[v.id] = piece.raw
         df = piece.df
@@ -305,6 +310,12 @@ class CycleRunner:
             else:
                 df = df.filter(~late)
         round_.frames[v.id] = ctx.cache(df) if head.materialize else df
+
+    def _position_before(self, source: str, window: int) -> dict[str, Any] | None:
+        """Where ``source`` stood after ``window - 1``, when the round's restore point is that
+        window (a message log reads on from there); None otherwise."""
+        r = self._restore
+        return r.positions.get(source) if r is not None and r.window == window - 1 else None
 
     def _walk(
         self, ctx: CycleContext, round_: _Round, spans: dict[str, SourceSpan] | None = None
@@ -364,6 +375,7 @@ class CycleRunner:
 
         From a derived checkpoint (inside an earlier catch-up group) the state is first
         recomputed by replaying the group's windows with sinks muted (:meth:`run_group`)."""
+        self._restore = restore
         if restore is not None and replay_range(restore.snapshot_manifest) is not None:
             return self.run_group([window], [attempt], restore)[0]
         with round_codegen(self.spark, within(self._expected_rows(restore), self.codegen_rows)):
@@ -623,7 +635,8 @@ class CycleRunner:
         for walk in self._walks:
             for head in walk.heads:
                 v = head.vertex
-                span = read_span(self.spark, v.config["source"], self._schemas[v.id], start, end)
+                span = read_span(self.spark, v.config["source"], self._schemas[v.id], start, end,
+                                 self._position_before(v.id, first))
                 if span.df is not None and cache:
                     span.df = self._keep(held)(span.df)
                 spans[v.id] = span
@@ -718,6 +731,7 @@ class CycleRunner:
             raise InvalidArgumentError(f"a group needs one attempt per window, got {windows} and {attempts}")
         if windows != list(range(windows[0], windows[0] + len(windows))):
             raise InvalidArgumentError(f"a group's windows must be consecutive, got {windows}")
+        self._restore = restore
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
         base = self._state_in = self._load_state(restore)

@@ -12,11 +12,14 @@ from typing import Any
 
 @dataclass
 class RestorePoint:
-    """The state a round starts from: the last checkpoint's snapshot (or none)."""
+    """The state a round starts from: the last checkpoint's snapshot (or none), and where its
+    sources stood after that window (``positions``, by source: a message log's next window
+    starts right after the range recorded there)."""
 
     window: int
     snapshot_uri: str | None
     snapshot_manifest: dict[str, Any]
+    positions: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass

@@ -3,7 +3,8 @@
 Files are listed once per round; Parquet files whose footer statistics show no record in
 the window are skipped without being opened by Spark (listing and footer ranges are in
 :mod:`lockgate.runtime.availability`, which the controller uses without Spark). The Nexmark generator and
-PostgreSQL produce Arrow tables on the driver, handed to Spark without a row-wise copy.
+PostgreSQL produce Arrow tables on the driver, handed to Spark without a row-wise copy; so does
+a NATS JetStream stream, read by sequence range (:mod:`lockgate.runtime.nats`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StructField, StructType, TimestampType
 
 from ..clock import from_micros
 from ..errors import CompileError
@@ -83,6 +84,14 @@ def source_schema(cfg: dict[str, Any]) -> StructType:
         return from_arrow_schema(schema)
     if kind == "file":
         return _file_schema(cfg)
+    if kind == "nats":
+        schema = StructType.fromDDL(cfg["schema"])
+        if cfg.get("arrival"):
+            if cfg["arrival"] in schema.names:
+                raise CompileError(f"NatsSource(arrival={cfg['arrival']!r}): the schema has a field of that name; "
+                                   "call the arrival column something else")
+            schema = StructType([*schema.fields, StructField(cfg["arrival"], TimestampType(), True)])
+        return schema
     if kind == "postgres":
         from .postgres import table_schema
 
@@ -106,13 +115,25 @@ class SourceSlice:
     empty: bool = False
     #: the files as read, before slicing (a file source: what names its invalid records)
     raw: DataFrame | None = None
+    #: invalid records dropped on the driver (a NATS source under ``invalid="skip"``)
+    invalid: int = 0
 
 
 def read_slice(
-    spark: SparkSession, cfg: dict[str, Any], schema: StructType, start_us: int, end_us: int
+    spark: SparkSession, cfg: dict[str, Any], schema: StructType, start_us: int, end_us: int,
+    after: dict[str, Any] | None = None,
 ) -> SourceSlice:
-    """The records of ``[start_us, end_us)`` and the source position after them."""
+    """The records of ``[start_us, end_us)`` and the source position after them. ``after`` is the
+    source's position after the window before (a message log's window starts right after it)."""
     kind = cfg["kind"]
+    if kind == "nats":
+        from .nats import next_after, read_range
+        from .nats_records import to_table
+
+        log = read_range(cfg, start_us, end_us, next_after(after))
+        table, invalid = to_table(cfg, schema, log)
+        position = {"until_us": end_us, "offset_ranges": log.ranges}
+        return SourceSlice(_from_arrow(spark, table, schema), position, table, invalid=invalid)
     if kind == "nexmark":
         conf = nexmark_config(cfg)
         first, last = conf.events_between(from_micros(start_us), from_micros(end_us))
@@ -149,11 +170,15 @@ class SourceSpan:
 
     A file source is listed and scanned once for the whole span and its records cached for
     the group (each window's slice is a filter on them); a source produced on the driver
-    (the generator, PostgreSQL) is sliced per window, which costs no Spark job.
+    (the generator, PostgreSQL, NATS) is sliced per window, which costs no Spark job. A message
+    log's windows are sliced in order, each starting after the one before (``after``: the
+    position before the span's first window).
     """
 
-    def __init__(self, spark: SparkSession, cfg: dict[str, Any], schema: StructType, start_us: int, end_us: int):
+    def __init__(self, spark: SparkSession, cfg: dict[str, Any], schema: StructType, start_us: int, end_us: int,
+                 after: dict[str, Any] | None = None):
         self.spark = spark
+        self.after = after
         self.cfg = cfg
         self.schema = schema
         self.start_us, self.end_us = start_us, end_us
@@ -197,7 +222,7 @@ class SourceSpan:
     def whole(self) -> DataFrame:
         """Every record of the span as one DataFrame (produced once for a source on the driver)."""
         if self.df is None and self.on_driver:
-            self.df = read_slice(self.spark, self.cfg, self.schema, self.start_us, self.end_us).df
+            self.df = read_slice(self.spark, self.cfg, self.schema, self.start_us, self.end_us, self.after).df
         return self.df if self.df is not None else self.spark.createDataFrame([], self.schema)
 
     def position(self, start_us: int, end_us: int) -> dict[str, Any]:
@@ -214,7 +239,10 @@ class SourceSpan:
     def slice(self, start_us: int, end_us: int) -> SourceSlice:
         """The records of ``[start_us, end_us)`` (within the span) and the position after them."""
         if self.on_driver:
-            return read_slice(self.spark, self.cfg, self.schema, start_us, end_us)
+            piece = read_slice(self.spark, self.cfg, self.schema, start_us, end_us, self.after)
+            if self.cfg["kind"] == "nats":
+                self.after = piece.position  # the next window starts after this one
+            return piece
         files = sum(1 for rng in self._ranges if rng is None or (rng[1] >= start_us and rng[0] < end_us))
         position = {"until_us": end_us, "files": files}
         if self.df is None or files == 0:
@@ -227,9 +255,12 @@ class SourceSpan:
         return SourceSlice(self.df.filter(cond), position, raw=self.raw)
 
 
-def read_span(spark: SparkSession, cfg: dict[str, Any], schema: StructType, start_us: int, end_us: int) -> SourceSpan:
+def read_span(
+    spark: SparkSession, cfg: dict[str, Any], schema: StructType, start_us: int, end_us: int,
+    after: dict[str, Any] | None = None,
+) -> SourceSpan:
     """The records of ``[start_us, end_us)``, to be sliced window by window (see :class:`SourceSpan`)."""
-    return SourceSpan(spark, cfg, schema, start_us, end_us)
+    return SourceSpan(spark, cfg, schema, start_us, end_us, after)
 
 
 def _from_arrow(spark: SparkSession, table: pa.Table, schema: StructType) -> DataFrame:

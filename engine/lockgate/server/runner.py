@@ -217,6 +217,7 @@ class RemoteCycleExecutor:
             if restore.snapshot_uri is not None:
                 task.restore.snapshot_uri = restore.snapshot_uri
             task.restore.snapshot_manifest_json = json.dumps(restore.snapshot_manifest)
+            task.restore.positions_json = json.dumps(restore.positions)
         cancel_sent = 0.0
 
         def on_wait() -> None:  # a stop without drain cancels the round (resent: it may cross the task)

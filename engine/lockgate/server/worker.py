@@ -277,7 +277,7 @@ class Worker:
                 r = task.restore
                 restore = RestorePoint(
                     r.window, r.snapshot_uri if r.HasField("snapshot_uri") else None,
-                    json.loads(r.snapshot_manifest_json or "{}"),
+                    json.loads(r.snapshot_manifest_json or "{}"), json.loads(r.positions_json or "{}"),
                 )
             from ..runtime.spark_failures import mapped_failures
 

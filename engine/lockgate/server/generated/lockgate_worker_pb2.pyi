@@ -97,14 +97,16 @@ class ExecuteCycle(_message.Message):
     def __init__(self, request_id: _Optional[int] = ..., generation: _Optional[int] = ..., window: _Optional[int] = ..., attempt: _Optional[int] = ..., restore: _Optional[_Union[RestorePoint, _Mapping]] = ..., group_windows: _Optional[_Iterable[int]] = ..., group_attempts: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class RestorePoint(_message.Message):
-    __slots__ = ("window", "snapshot_uri", "snapshot_manifest_json")
+    __slots__ = ("window", "snapshot_uri", "snapshot_manifest_json", "positions_json")
     WINDOW_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_URI_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_MANIFEST_JSON_FIELD_NUMBER: _ClassVar[int]
+    POSITIONS_JSON_FIELD_NUMBER: _ClassVar[int]
     window: int
     snapshot_uri: str
     snapshot_manifest_json: str
-    def __init__(self, window: _Optional[int] = ..., snapshot_uri: _Optional[str] = ..., snapshot_manifest_json: _Optional[str] = ...) -> None: ...
+    positions_json: str
+    def __init__(self, window: _Optional[int] = ..., snapshot_uri: _Optional[str] = ..., snapshot_manifest_json: _Optional[str] = ..., positions_json: _Optional[str] = ...) -> None: ...
 
 class Cancel(_message.Message):
     __slots__ = ("reason",)
