@@ -189,3 +189,22 @@ def test_read_only_warehouse(tmp_path, read_only_disk):
     assert message.startswith(f"job '{JOB}', sink 'out', window 1: Iceberg table 'default.t'")
     assert "\n" not in message and "Make the table's folder writable" in message
     assert not c.is_committed(JOB, "out", 1)
+
+
+def test_full_warehouse_then_room_again(tmp_path, small_disk):
+    home = tmp_path / "home"
+    sink = lockgate.IcebergSink("t", warehouse=str(small_disk.path / "wh")).to_config()
+    c = committer_for(sink, str(home))
+    c.commit(JOB, "out", 1, staged(home, sink, 1, rows(1)))
+    s2 = staged(home, sink, 2, rows(2, 2000))
+    small_disk.fill()
+    with pytest.raises(SinkUnavailableError) as full:
+        c.commit(JOB, "out", 2, s2)
+    message = str(full.value)
+    assert "\n" not in message and "nothing of the window was committed" in message
+    assert message.startswith(f"job '{JOB}', sink 'out', window 2: Iceberg table 'default.t' ")
+    assert "failed while committing window 2" in message
+    assert not c.is_committed(JOB, "out", 2) and c.committed_windows(JOB, "out") == [1]  # nothing half-committed
+    small_disk.free()
+    assert c.commit(JOB, "out", 2, s2)["replayed"] is False
+    assert default_catalog(home).load_table("default.t").scan().to_arrow().num_rows == 2003
