@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pytest
+from nats_log import Log, next_window, publish_payloads
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 import lockgate
@@ -46,71 +45,6 @@ AGGREGATE = '''
      .aggregate(n=lg.count(), total=lg.sum("v"), name="per_key")
      .sink(lg.CollectSink("agg"), name="agg_out"))
 '''
-
-
-# -- publishing --------------------------------------------------------------------------------
-async def _publish(url: str, stream: str, payloads: list[tuple[str, bytes]], create: bool) -> None:
-    import nats
-
-    nc = await nats.connect(url)
-    try:
-        js = nc.jetstream()
-        if create:
-            await js.add_stream(name=stream, subjects=[f"{stream}.>"])
-        for subject, payload in payloads:
-            await js.publish(subject, payload)
-    finally:
-        await nc.close()
-
-
-async def _admin(url: str, stream: str, what: str) -> None:
-    import nats
-
-    nc = await nats.connect(url)
-    try:
-        js = nc.jetstream()
-        if what == "purge":
-            await js.purge_stream(stream)
-        else:
-            await js.delete_stream(stream)
-    finally:
-        await nc.close()
-
-
-class Log:
-    """A stream of the test's own and the records published to it."""
-
-    def __init__(self, url: str):
-        self.url = url
-        self.stream = f"lg_{uuid.uuid4().hex[:12]}"
-        self.records: list[dict] = []
-        self.created = False
-
-    def publish(self, n: int, bursts: int = 1, subject: str = "bids", pause: float = 0.35) -> None:
-        """``n`` records in ``bursts`` bursts ``pause`` seconds apart; ``ts`` is the publish time."""
-        for b in range(bursts):
-            batch = []
-            for _ in range(n // bursts):
-                i = len(self.records)
-                ts = datetime.now(UTC) - timedelta(milliseconds=i % 7)
-                rec = {"id": i, "k": f"k{i % 3}", "v": i % 11, "ts": ts.isoformat().replace("+00:00", "Z")}
-                self.records.append({**rec, "ts": ts})
-                batch.append((f"{self.stream}.{subject}", json.dumps(rec).encode()))
-            asyncio.run(_publish(self.url, self.stream, batch, create=not self.created))
-            self.created = True
-            if b + 1 < bursts:
-                time.sleep(pause)
-
-    def raw(self, payloads: list[bytes], subject: str = "bids") -> None:
-        asyncio.run(_publish(self.url, self.stream, [(f"{self.stream}.{subject}", p) for p in payloads],
-                             create=not self.created))
-        self.created = True
-
-    def admin(self, what: str) -> None:
-        asyncio.run(_admin(self.url, self.stream, what))
-
-    def frame(self) -> pd.DataFrame:
-        return pd.DataFrame(self.records)
 
 
 @pytest.fixture
@@ -138,13 +72,6 @@ def wait_past(client, ref: str, window: int) -> None:
     the epoch, so window ``w`` ends at ``w + 1`` seconds."""
     del client, ref
     time.sleep(max(0.0, window + 1 + 0.05 - time.time()))
-
-
-def next_window() -> int:
-    """Sleep until a new 1 s window has just begun (plus 0.1 s); its id."""
-    now = time.time()
-    time.sleep(int(now) + 1.1 - now)
-    return int(time.time())
 
 
 def window_of(client, ref: str, t: datetime) -> int:
@@ -339,7 +266,7 @@ def test_event_time_from_the_payload_and_a_null_one_fails_whatever_the_rule():
 
 def test_thousands_of_messages_read_well_under_a_second(log):
     n = 5000
-    asyncio.run(_publish(log.url, log.stream, [(f"{log.stream}.bids", b'{"id": %d}' % i) for i in range(n)],
+    asyncio.run(publish_payloads(log.url, log.stream, [(f"{log.stream}.bids", b'{"id": %d}' % i) for i in range(n)],
                          create=True))
     log.created = True
     cfg = {"url": log.url, "stream": log.stream, "subject": None}
