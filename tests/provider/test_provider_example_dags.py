@@ -138,3 +138,24 @@ def test_daily_graph_dag_ranks_and_components_equal_networkx_and_a_failed_try_re
         attempts = {s.attempt for s in client.list_supersteps("graph_daily", w1)}
         assert attempts == {2}, "the failed try ran no superstep: it failed before the graph"
         assert [c.window for c in client.list_checkpoints("graph_daily")] == [w1 - 1, w1]
+
+
+def test_nats_bids_dag_counts_every_published_bid_once(lg_env, run_dag, nats_url, monkeypatch):
+    import uuid
+
+    from nats_log import Log
+
+    log = Log(nats_url)
+    log.stream = f"lg_dag_{uuid.uuid4().hex[:10]}"
+    monkeypatch.setenv("LOCKGATE_NATS_URL", nats_url)
+    monkeypatch.setenv("LOCKGATE_NATS_STREAM", log.stream)
+    try:
+        res = run_dag("lockgate_nats_bids", conf={"seconds": 2, "events_per_second": 50})
+        assert res.state == "success", res.tasks
+        report = res.xcom("check_output")
+        # 100 events: in each block of 50 the first is a person and the next three auctions
+        assert report["bids"] == report["counted"] == _bids(0, 100) == 92
+        assert report["sequences"] == [1, 92]
+    finally:
+        log.created = True
+        log.admin("delete")
