@@ -17,7 +17,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 import lockgate
 from lockgate.errors import SinkRefusedError, SinkUnavailableError
 from lockgate.runtime.committers import IcebergCommitter, committer_for
-from lockgate.runtime.sinks import stage_table
+from lockgate.runtime.sinks import stage_sink, stage_table
 
 if str(Path(__file__).resolve().parent) not in sys.path:  # lakehouse_workload.py, beside this file
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -208,3 +208,18 @@ def test_full_warehouse_then_room_again(tmp_path, small_disk):
     small_disk.free()
     assert c.commit(JOB, "out", 2, s2)["replayed"] is False
     assert default_catalog(home).load_table("default.t").scan().to_arrow().num_rows == 2003
+
+
+def test_window_staged_by_spark(tmp_path, spark):
+    """A window staged by Spark's writer (not the driver's) commits the same rows."""
+    from pyspark.sql import functions as F
+
+    home = tmp_path / "home"
+    sink = lockgate.IcebergSink("t", key=["id"]).to_config()
+    df = spark.range(0, 5).select(F.col("id"), F.concat(F.lit("r"), F.col("id").cast("string")).alias("name"),
+                                  F.timestamp_seconds(F.col("id") + 1_700_000_000).alias("ts"))
+    s = stage_sink(df, sink, job=JOB, sink_name="out", window=4, attempt=1, home=str(home))
+    assert committer_for(sink, str(home)).commit(JOB, "out", 4, s)["rows"] == 5
+    got = read(default_catalog(home), "default.t").sort_by("id")
+    assert got["name"].to_pylist() == [f"r{i}" for i in range(5)] and got["lg_window"].to_pylist() == [4] * 5
+    assert [t.timestamp() for t in got["ts"].to_pylist()] == [1_700_000_000 + i for i in range(5)]
