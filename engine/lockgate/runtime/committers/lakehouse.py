@@ -180,9 +180,11 @@ class LakehouseCommitter(SinkCommitter):
         if problem is not None and problem[0] == "refused":
             return SinkRefusedError(f"{text}. Make the table's folder writable for the user running Lockgate, "
                                     f"then {then}")
-        if problem is not None or unavailable:
-            return SinkUnavailableError(f"{text}. Free room on the table's disk (or bring the catalog back), "
-                                        f"then {then}")
+        if problem is not None:
+            return SinkUnavailableError(f"{text}. Free room on the table's disk, then {then}")
+        if unavailable:
+            return SinkUnavailableError(f"{text}. The catalog's database is down or unreachable: start it (or check "
+                                        f"the catalog URL and the network), then {then} (a controller retries by itself)")
         return SinkCommitError(f"{text}; {then}")
 
 
@@ -211,5 +213,5 @@ def _type_name(t: pa.DataType) -> str:
 
 
 def _first_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
+    text = " ".join(str(exc).split()).split(" (Background on this error at:")[0] or type(exc).__name__
     return text[:300] + ("..." if len(text) > 300 else "")
