@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from lockgate.errors import LockgateError, SinkRefusedError
 
-from ...filesystems import location_uri
+from ...filesystems import arrow_uri, location_uri
 from .base import check_staged, drop_staged_after
 from .lakehouse import (
     JOB_PROP,
@@ -67,7 +67,7 @@ class DeltaCommitter(LakehouseCommitter):
 
     def __init__(self, sink: dict[str, Any], home: str):
         super().__init__(sink, home)
-        self.path = location_uri(sink["path"])
+        self.path = arrow_uri(location_uri(sink["path"]))  # s3a:// and s3n:// as s3://, which delta-rs reads
         self.storage_options: dict[str, str] | None = dict(sink.get("storage_options") or {}) or None
 
     def describe(self) -> str:
