@@ -33,6 +33,7 @@ No Spark here: the controller asks :func:`first_arrival` where a new job starts.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import json
 import time
@@ -87,16 +88,20 @@ def next_after(position: dict[str, Any] | None) -> int | None:
 def read_range(cfg: dict[str, Any], start_us: int, end_us: int, first: int | None, window: str = "") -> LogSlice:
     """The messages of the window ``[start_us, end_us)`` from sequence ``first`` (None: the first
     message arriving at or after ``start_us``), cut at the first message arriving at or after
-    ``end_us``. ``window`` names the window in errors."""
+    ``end_us``. ``window`` names the window in errors (its time range by default)."""
+    window = window or f"the window {_iso(start_us)} to {_iso(end_us)}"
     now_us = int(time.time() * 1_000_000)
     if end_us > now_us:
         raise LockgateError(
-            f"NATS source stream {cfg['stream']!r}: {window or 'the window'} ends "
-            f"{datetime.fromtimestamp(end_us / 1e6, UTC).isoformat()}, in the future: its messages are "
+            f"NATS source stream {cfg['stream']!r}: {window} ends in the future: its messages are "
             "decided by arrival once the window has ended; run it after that (a scheduled or continuous "
             "run waits by itself)"
         )
     return _run(cfg, "reading a window's messages", lambda nc: _read(nc, cfg, start_us, end_us, first, window))
+
+
+def _iso(us: int) -> str:
+    return datetime.fromtimestamp(us // 1_000_000, UTC).replace(microsecond=us % 1_000_000).isoformat()
 
 
 def first_arrival(cfg: dict[str, Any]) -> int | None:
@@ -122,7 +127,13 @@ def _run(cfg: dict[str, Any], doing: str, fn: Callable[[Any], Awaitable[T]]) -> 
                 await nc.close()
 
     try:
-        return asyncio.run(main())
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # the usual case: no event loop in this thread
+            return asyncio.run(main())
+        # called from a running event loop (a notebook): run on a thread of its own
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            return pool.submit(asyncio.run, main()).result()
     except LockgateError:
         raise
     except Exception as exc:
@@ -224,10 +235,11 @@ async def _read(nc: Any, cfg: dict[str, Any], start_us: int, end_us: int, first:
     if first is not None and held_first > first:
         raise SourceRefusedError(
             f"NATS source stream {stream!r} at {endpoint(cfg['url'])} no longer holds sequences "
-            f"{first}..{held_first - 1}, where {window or 'the window'} starts (its first message now is "
+            f"{first}..{held_first - 1}, where {window} starts (its first message now is "
             f"{held_first}: retention or a purge removed them); nothing of the window was committed. Keep "
             "messages until their window is committed (the stream's max_age, max_msgs, max_bytes); to go on "
-            "without them, restore the job with --reset-state or run it as a new job"
+            "without them, run the pipeline as a new job (lockgate run --job NEW), which starts at the first "
+            "message arriving in its first window"
         )
     out = LogSlice()
     if first is not None and first > held_last:  # nothing published since the last window
