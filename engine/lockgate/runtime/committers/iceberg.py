@@ -159,11 +159,13 @@ class IcebergCommitter(LakehouseCommitter):
                 table = catalog.create_table(self.identifier, nullable(schema), properties=self.owner(job, sink_name))
             except TableAlreadyExistsError:
                 table = catalog.load_table(self.identifier)
-            else:  # the first snapshot: the sink's life begins here (a restore before window one)
-                table.append(table.schema().as_arrow().empty_table(),
-                             snapshot_properties={**self.owner(job, sink_name), START_PROP: "created"})
         claim = self.refuse_other_owner(dict(table.properties), job, sink_name, window)
         self.check_fits(table.schema().as_arrow(), schema, job, sink_name, window)
+        if not claim and table.current_snapshot() is None:
+            # the first snapshot, where the sink's life begins (a restore to before its first
+            # window goes back to it); made here, not with the table, so a kill in between is mended
+            table.append(table.schema().as_arrow().empty_table(),
+                         snapshot_properties={**self.owner(job, sink_name), START_PROP: "created"})
         return table, claim
 
     def _write(self, table: Any, rows: pa.Table, data: pa.Table, claim: bool, job: str, sink_name: str,
