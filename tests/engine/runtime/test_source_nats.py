@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -230,9 +231,12 @@ def test_invalid_messages_skip_counts_and_fail_names_the_sequences(client, log, 
     log.publish(3)
     log.raw([b'{"id": "abc", "k": "x", "v": 1, "ts": "2026-01-01T00:00:00Z"}', b"not json"])
     log.publish(2)
+    late = (datetime.now(UTC) - timedelta(minutes=5)).isoformat()  # event time far behind its arrival
+    log.raw([json.dumps({"id": 99, "k": "x", "v": 1, "ts": late}).encode()])
     ref = pipeline_ref(tmp_path, log, job, invalid="skip")
     wait_past(client, ref, a)
-    assert client.run(ref, first=a, last=a).state == "FINISHED"
+    run = client.run(ref, first=a, last=a)
+    assert run.state == "FINISHED" and run.late_rows == 1 and run.rows_in == 6  # the late one read, dropped
     assert sorted(sink_rows(client, job, "raw")["id"]) == list(range(5))
     assert sum(c.invalid_rows for c in client.list_cycles(job).cycles) == 2
 
