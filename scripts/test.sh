@@ -11,6 +11,12 @@ unset PYTHONPATH  # lockgate is installed editable: test what is installed
 
 ruff check .
 
+# Every Spark driver JVM the tests start (the test processes' own, `lockgate run`, workers, the
+# Spark Connect server) compiles with C1 only and collects with one GC thread: a test JVM lives
+# seconds to minutes, where C2's compile threads cost more CPU than they save (20 % less CPU on
+# the Nexmark query tests). Set SPARK_SUBMIT_OPTS to override; the bench never sets it.
+export SPARK_SUBMIT_OPTS="${SPARK_SUBMIT_OPTS:--XX:TieredStopAtLevel=1 -XX:+UseSerialGC}"
+
 set +e
 # Three test processes (one Spark session each), a test module never split between them: many
 # tests wait on JVMs, controllers, heartbeats and Airflow, so three keep a 2-core machine busy.
