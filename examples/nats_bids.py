@@ -4,7 +4,8 @@ Running this file publishes a live bid feed (``--seconds`` of Nexmark bids, each
 to a JetStream stream, then runs the pipeline below over the windows the feed covered: bids
 per auction and their highest price in 2-second tumbling windows of event time (the bids'
 ``date_time``), cut into 2-second cycle windows by arrival (the JetStream timestamp), written to
-Parquet. Each window's sequence range is recorded in its checkpoint: run it again, or restore
+Parquet and to a Delta Lake table, one Delta commit per window (a table takes one job: each
+feed's job, ``nats_bids_<time>``, writes its own table, ``<out>/nats_bids/delta/<job>``). Each window's sequence range is recorded in its checkpoint: run it again, or restore
 the job, and the same windows read the same messages.
 
     python examples/nats_bids.py --url nats://127.0.0.1:4222 --seconds 6
@@ -29,6 +30,8 @@ STREAM = os.environ.get("LOCKGATE_NATS_STREAM", "nexmark_bids")
 OUT = os.path.join(os.path.abspath(os.environ.get("LOCKGATE_EXAMPLES_OUT")
                                    or os.path.join(lg.default_home(), "examples")), "nats_bids")
 CYCLE = timedelta(seconds=2)
+#: the job this process runs (main() sets it before the pipeline is loaded for the run)
+JOB = os.environ.get("LOCKGATE_NATS_BIDS_JOB", "nats_bids")
 
 pipeline = lg.Pipeline("nats_bids", cycle_window=CYCLE, parallelism=2,
                        watermark=lg.Watermark(lateness=timedelta(seconds=2)))
@@ -36,12 +39,14 @@ bids = pipeline.source(
     lg.NatsSource(URL, STREAM, subject=f"{STREAM}.bids", event_time="date_time", schema=BID_DDL, arrival="arrived"),
     name="bids",
 )
-(
+per_auction = (
     bids.key_by("auction")
     .window(lg.Tumbling(timedelta(seconds=2)))
     .aggregate(bids=lg.count(), max_price=lg.max("price"), name="per_auction")
-    .sink(lg.FileSink(os.path.join(OUT, "per_auction")), name="parquet")
 )
+per_auction.sink(lg.FileSink(os.path.join(OUT, "per_auction")), name="parquet")
+per_auction.sink(lg.DeltaSink(os.path.join(OUT, "delta", JOB)), name="delta")
+
 
 
 def main() -> None:
@@ -54,6 +59,7 @@ def main() -> None:
     print(f"published {feed.messages} bids to {STREAM} (sequences {feed.first_seq}..{feed.last_seq})")
     ref = f"{os.path.abspath(__file__)}:pipeline"
     job = f"nats_bids_{feed.start:%Y%m%dT%H%M%S}"  # a job per feed: its first window starts by arrival time
+    os.environ["LOCKGATE_NATS_BIDS_JOB"] = job  # the pipeline, loaded for the run, names its Delta table after it
     client = lg.connect("embedded")
     try:
         first, last = client.windows_for(ref, feed.start, feed.end + timedelta(seconds=1))
@@ -62,6 +68,12 @@ def main() -> None:
         result = client.run(ref, job=job, first=first, last=last)
         print(f"{job} {result.state}: windows {first}..{last}, {result.rows_in} bids in ({result.late_rows} late), "
               f"{result.rows_out} rows out, Parquet under {OUT}/per_auction")
+        from deltalake import DeltaTable
+
+        table = DeltaTable(os.path.join(OUT, "delta", job))
+        counted = sum(table.to_pyarrow_table(columns=["bids"]).column("bids").to_pylist())
+        print(f"Delta table {table.table_uri}: version {table.version()}, {counted} bids counted "
+              f"({feed.messages} published)")
     finally:
         client.close()
 
