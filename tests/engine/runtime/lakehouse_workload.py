@@ -24,6 +24,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lockgate.runtime.sinks import stage_table
+
 T0 = datetime(2026, 4, 1, 8, 0, tzinfo=UTC)
 FIRST = int(T0.timestamp()) // 60
 WINDOWS = 4
@@ -105,3 +107,14 @@ def check_tables(read, upto: int) -> None:
     assert table_rows(read("kept"), ["id", "customer", "amount", "ts", "lg_window"]) == kept_rows(upto)
     assert table_rows(read("totals"), ["customer", "n", "total", "lg_window"]) == totals_rows(upto)
     assert table_rows(read("hist"), ["n", "customers"]) == hist_rows(upto)
+
+
+def rows(window: int, n: int = 3) -> pa.Table:
+    """``n`` rows ``(id, name)`` of window ``window``, for a committer on its own."""
+    return pa.table({"id": pa.array(range(window * 10, window * 10 + n), pa.int64()),
+                     "name": [f"r{window}-{i}" for i in range(n)]})
+
+
+def staged(home: Path, sink: dict, window: int, table: pa.Table, job: str, attempt: int = 1) -> dict:
+    """``table`` staged as window ``window`` of sink ``out`` of ``job``, as a worker stages it."""
+    return stage_table(table, sink, job=job, sink_name="out", window=window, attempt=attempt, home=str(home))

@@ -16,11 +16,12 @@ from deltalake import DeltaTable, write_deltalake
 import lockgate
 from lockgate.errors import SinkCommitError, SinkRefusedError, SinkUnavailableError
 from lockgate.runtime.committers import DeltaCommitter, committer_for
-from lockgate.runtime.sinks import stage_sink, stage_table
+from lockgate.runtime.sinks import stage_sink
 
 if str(Path(__file__).resolve().parent) not in sys.path:  # lakehouse_workload.py, beside this file
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lakehouse_workload import FIRST, WINDOWS, check_tables, write_pipeline
+from lakehouse_workload import FIRST, WINDOWS, check_tables, rows, write_pipeline
+from lakehouse_workload import staged as stage_window
 
 JOB = "lake_delta"
 
@@ -64,13 +65,8 @@ def test_appends_keyed_updates_restore_and_continue(tmp_path, spark):
 
 
 # -- the committer on its own ---------------------------------------------------------------
-def rows(window: int, n: int = 3) -> pa.Table:
-    return pa.table({"id": pa.array(range(window * 10, window * 10 + n), pa.int64()),
-                     "name": [f"r{window}-{i}" for i in range(n)]})
-
-
 def staged(home: Path, sink: dict, window: int, table: pa.Table, job: str = JOB, attempt: int = 1) -> dict:
-    return stage_table(table, sink, job=job, sink_name="out", window=window, attempt=attempt, home=str(home))
+    return stage_window(home, sink, window, table, job, attempt)
 
 
 def test_replays_write_nothing_and_crash_points(tmp_path, monkeypatch):

@@ -8,6 +8,7 @@ it with the table format's own library. No Spark import.
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Callable
 from typing import Any
 
@@ -50,9 +51,9 @@ class LakehouseCommitter(SinkCommitter):
         self.key: list[str] | None = list(sink["key"]) if sink.get("key") else None
 
     # -- what the subclasses name ------------------------------------------------------
+    @abstractmethod
     def describe(self) -> str:
         """The table, as an error names it."""
-        raise NotImplementedError
 
     @staticmethod
     def owner(job: str, sink_name: str) -> dict[str, str]:
