@@ -5,8 +5,10 @@
 cycle windows they arrived in have ended. ``run_windows`` runs the pipeline
 ``pipelines/nats_bids.py`` (a ``NatsSource``) over those windows, as a job of this run; each
 window's sequence range is recorded in its checkpoint, so a retry of the task reads exactly the
-same messages. ``check_output`` compares the committed Parquet with what was published: every
-bid counted once.
+same messages. The windows go to Parquet and to a Delta Lake table of the run's job
+(``<out>/nats_bids/delta/<job>``, one Delta commit per window). ``check_output`` reads both back
+(the Delta table with delta-rs) and compares them with what was published: every bid counted
+once in each.
 
     airflow dags test lockgate_nats_bids -c '{"seconds": 4}'
 """
@@ -40,7 +42,7 @@ def examples_out() -> str:
 
 with DAG(
     dag_id="lockgate_nats_bids",
-    description="Publish Nexmark bids to NATS JetStream and aggregate them with a NatsSource pipeline",
+    description="Publish Nexmark bids to NATS JetStream, aggregate them per window into Parquet and a Delta table",
     schedule=None,
     start_date=datetime(2026, 1, 1),
     catchup=False,
@@ -90,10 +92,16 @@ with DAG(
                           partitioning="hive")
         table = data.to_table(filter=(ds.field("lg_window") >= first) & (ds.field("lg_window") <= last))
         counted = sum(table.column("bids").to_pylist())
+        from deltalake import DeltaTable
+
+        delta = DeltaTable(os.path.join(examples_out(), "nats_bids", "delta", feed["job"]))
+        in_delta = sum(delta.to_pyarrow_table(columns=["bids"]).column("bids").to_pylist())
         report = {"job": feed["job"], "windows": [first, last], "bids": feed["bids"], "counted": counted,
+                  "delta_counted": in_delta, "delta_version": delta.version(),
                   "sequences": [feed["first_seq"], feed["last_seq"]]}
-        if counted != feed["bids"]:
-            raise ValueError(f"{counted} bids counted in windows {first}..{last}, {feed['bids']} published: {report}")
+        if counted != feed["bids"] or in_delta != feed["bids"]:
+            raise ValueError(f"{counted} bids counted in windows {first}..{last} of the Parquet and {in_delta} "
+                             f"in the Delta table, {feed['bids']} published: {report}")
         return report
 
     published >> run >> check_output(published)

@@ -5,8 +5,9 @@ to a JetStream stream, then runs the pipeline below over the windows the feed co
 per auction and their highest price in 2-second tumbling windows of event time (the bids'
 ``date_time``), cut into 2-second cycle windows by arrival (the JetStream timestamp), written to
 Parquet and to a Delta Lake table, one Delta commit per window (a table takes one job: each
-feed's job, ``nats_bids_<time>``, writes its own table, ``<out>/nats_bids/delta/<job>``). Each window's sequence range is recorded in its checkpoint: run it again, or restore
-the job, and the same windows read the same messages.
+feed's job, ``nats_bids_<time>``, writes its own table, ``<out>/nats_bids/delta/<job>``: ``{job}``
+in the sink's path). Each window's sequence range is recorded in its checkpoint: run it again, or
+restore the job, and the same windows read the same messages.
 
     python examples/nats_bids.py --url nats://127.0.0.1:4222 --seconds 6
     lockgate explain examples/nats_bids.py:pipeline
@@ -30,8 +31,6 @@ STREAM = os.environ.get("LOCKGATE_NATS_STREAM", "nexmark_bids")
 OUT = os.path.join(os.path.abspath(os.environ.get("LOCKGATE_EXAMPLES_OUT")
                                    or os.path.join(lg.default_home(), "examples")), "nats_bids")
 CYCLE = timedelta(seconds=2)
-#: the job this process runs (main() sets it before the pipeline is loaded for the run)
-JOB = os.environ.get("LOCKGATE_NATS_BIDS_JOB", "nats_bids")
 
 pipeline = lg.Pipeline("nats_bids", cycle_window=CYCLE, parallelism=2,
                        watermark=lg.Watermark(lateness=timedelta(seconds=2)))
@@ -45,8 +44,7 @@ per_auction = (
     .aggregate(bids=lg.count(), max_price=lg.max("price"), name="per_auction")
 )
 per_auction.sink(lg.FileSink(os.path.join(OUT, "per_auction")), name="parquet")
-per_auction.sink(lg.DeltaSink(os.path.join(OUT, "delta", JOB)), name="delta")
-
+per_auction.sink(lg.DeltaSink(os.path.join(OUT, "delta", "{job}")), name="delta")
 
 
 def main() -> None:
@@ -59,7 +57,6 @@ def main() -> None:
     print(f"published {feed.messages} bids to {STREAM} (sequences {feed.first_seq}..{feed.last_seq})")
     ref = f"{os.path.abspath(__file__)}:pipeline"
     job = f"nats_bids_{feed.start:%Y%m%dT%H%M%S}"  # a job per feed: its first window starts by arrival time
-    os.environ["LOCKGATE_NATS_BIDS_JOB"] = job  # the pipeline, loaded for the run, names its Delta table after it
     client = lg.connect("embedded")
     try:
         first, last = client.windows_for(ref, feed.start, feed.end + timedelta(seconds=1))

@@ -2,8 +2,11 @@
 
 Bids per auction and their highest price in 2-second tumbling windows of event time (the bids'
 ``date_time``), cut into 2-second cycle windows by arrival (the JetStream timestamp), written to
-Parquet under ``<out>/nats_bids/per_auction/lg_window=<W>/``. Each window's sequence range is
-recorded in its checkpoint, so a retry or a restore reads exactly the same messages.
+Parquet under ``<out>/nats_bids/per_auction/lg_window=<W>/`` and to a Delta Lake table, one Delta
+commit per window. A table takes one job: each DAG run's job writes its own table,
+``<out>/nats_bids/delta/<job>`` (``{job}`` in the path). Each window's sequence range is recorded
+in its checkpoint, so a retry or a restore reads exactly the same messages (and Delta's
+transaction id makes the table's commit of a replayed window a no-op).
 
 The server and stream: ``$LOCKGATE_NATS_URL`` (``nats://127.0.0.1:4222``) and
 ``$LOCKGATE_NATS_STREAM`` (``nexmark_bids``).
@@ -35,9 +38,10 @@ bids = pipeline.source(
     lg.NatsSource(URL, STREAM, subject=f"{STREAM}.bids", event_time="date_time", schema=BID_DDL, arrival="arrived"),
     name="bids",
 )
-(
+per_auction = (
     bids.key_by("auction")
     .window(lg.Tumbling(timedelta(seconds=2)))
     .aggregate(bids=lg.count(), max_price=lg.max("price"), name="per_auction")
-    .sink(lg.FileSink(os.path.join(OUT, "per_auction")), name="parquet")
 )
+per_auction.sink(lg.FileSink(os.path.join(OUT, "per_auction")), name="parquet")
+per_auction.sink(lg.DeltaSink(os.path.join(OUT, "delta", "{job}")), name="delta")

@@ -131,3 +131,31 @@ def test_bench_report_from_results(repo_root: Path, tmp_path: Path) -> None:
     assert "- W5 winning bid per auction (q9), SSS: `[STREAMING_OUTPUT_MODE.UNSUPPORTED_OPERATION]" in md
     assert summ["ratios"]["w5"]["lockgate/sss"] is None
     assert (tmp_path / "chart.png").stat().st_size > 10_000
+
+
+def _bench_command(repo_root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("LOCKGATE_FAULT", "LOCKGATE_HOME")}
+    proc = subprocess.run([sys.executable, "-m", *args], cwd=repo_root, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, f"{args[0]} failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc
+
+
+def test_lakehouse_bench_smoke(repo_root: Path, tmp_path: Path) -> None:
+    """``bench.lakehouse`` in short: every sink kind measured, its appended rows checked."""
+    out = tmp_path / "lakehouse.json"
+    _bench_command(repo_root, "bench.lakehouse", "--windows", "2", "--rate", "200", "--out", str(out))
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["sink"] for r in rows] == ["file", "delta", "iceberg"]
+    assert len({r["rows_in"] for r in rows}) == 1 and rows[0]["rows_in"] > 0, rows
+    assert all(r["commit_ms_median"] > 0 for r in rows) and rows[0]["commit_vs_file"] == 1.0
+
+
+def test_message_log_bench_smoke(repo_root: Path, tmp_path: Path, nats_url: str) -> None:
+    """``bench.message_log`` in short: NATS and the file source read the same bids."""
+    out = tmp_path / "message_log.json"
+    _bench_command(repo_root, "bench.message_log", "--url", nats_url, "--seconds", "12", "--rate", "200",
+                   "--out", str(out))
+    rows = {r["source"]: r for r in json.loads(out.read_text())["rows"]}
+    assert set(rows) == {"nats", "file"}
+    assert rows["nats"]["rows_in"] == rows["file"]["rows_in"] > 0, rows

@@ -24,7 +24,6 @@ def test_the_example_counts_every_published_bid_once_in_parquet_and_delta(nats_u
     out = tmp_path / "out"
     env = {**os.environ, "LOCKGATE_HOME": str(tmp_path / "home"), "LOCKGATE_EXAMPLES_OUT": str(out),
            "LOCKGATE_NATS_URL": nats_url, "LOCKGATE_NATS_STREAM": log.stream}
-    env.pop("LOCKGATE_NATS_BIDS_JOB", None)
     try:
         proc = subprocess.run([sys.executable, str(EXAMPLE), "--seconds", "2", "--events-per-second", "100"],
                               env=env, capture_output=True, text=True, timeout=600)

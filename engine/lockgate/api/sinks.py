@@ -124,7 +124,8 @@ class DeltaSink:
     restore to: do not ``VACUUM`` with a retention shorter than that.
 
     :param path: the table's location (a local path or an object-store URI delta-rs knows);
-        created from the stream's schema if missing.
+        created from the stream's schema if missing. A table takes one job: ``{job}`` in the
+        path is the name of the job writing it, for a table per job (``/lake/bids/{job}``).
     :param key: the columns that name one row: merge by them instead of appending.
     :param window_column: column holding the window that wrote each row.
     :param storage_options: passed to delta-rs (object-store credentials, ...).
@@ -169,7 +170,8 @@ class IcebergSink:
     expire the snapshots you may restore to.
 
     :param table: ``namespace.table`` (``default.<table>`` when no namespace is given);
-        created from the stream's schema if missing.
+        created from the stream's schema if missing. A table takes one job: ``{job}`` in the
+        name is the name of the job writing it (``feeds.bids_{job}``).
     :param catalog_url: the SQL catalog's SQLAlchemy URL (``postgresql+psycopg://...``,
         ``sqlite:///...``); by default a SQLite file under LOCKGATE_HOME.
     :param warehouse: where new tables' files go; by default ``<LOCKGATE_HOME>/iceberg/warehouse``.

@@ -342,7 +342,7 @@ class JobOperations:
                     committer_for(sink, self.home).discard(staged)
         try:
             for name, sink in sinks.items():
-                committer_for(sink, self.home).retract_after(job, name, window)
+                committer_for(sink, self.home, job).retract_after(job, name, window)
         except LockgateError as err:
             # the checkpoints are rolled back, some sink output is not: FAILED with the error
             # until a restore to the same window completes (it retracts what is left)

@@ -337,7 +337,7 @@ class CycleScheduler:
         self._collect_garbage()
         if last is not None:
             for name, sink in self.sinks.items():
-                committer_for(sink, self.home).retract_after(self.job, name, last.window)
+                committer_for(sink, self.home, self.job).retract_after(self.job, name, last.window)
             self.restore = self._restore_point(last, reset_state)
         else:
             self.restore = None
@@ -382,7 +382,7 @@ class CycleScheduler:
         """Delete staged output and snapshots that no checkpoint refers to: after the
         replay above, every staged file of this job belongs to an abandoned attempt."""
         for name, sink in self.sinks.items():
-            committer_for(sink, self.home).discard_all_staged(self.job, name)
+            committer_for(sink, self.home, self.job).discard_all_staged(self.job, name)
         self._delete_unneeded_snapshots()
 
     def _delete_unneeded_snapshots(self, up_to: int | None = None) -> None:
@@ -419,7 +419,7 @@ class CycleScheduler:
         for i, (name, staged) in enumerate(sorted(manifest["staged"].items())):
             if i == 1:
                 faults.maybe_crash("mid_commit", window)
-            commits[name] = committer_for(sinks[name], self.home).commit(self.job, name, window, staged)
+            commits[name] = committer_for(sinks[name], self.home, self.job).commit(self.job, name, window, staged)
         faults.maybe_crash("after_commit", window)
         t1 = time.perf_counter()
         self.catalog.complete_window(

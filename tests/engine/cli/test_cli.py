@@ -7,9 +7,9 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from lockgate_command import NOISE, lockgate
 
 PIPELINE = '''
 from datetime import timedelta
@@ -22,18 +22,6 @@ bids = pipeline.source(lg.NexmarkSource("bid", events_per_second=200, seed=3,
      .aggregate(n=lg.count(), top=lg.max("price"), name="per_auction")
      .sink(lg.CollectSink("per_auction"), name="out"))
 '''
-
-NOISE = ("WARN", "log4j", "Setting default log level", "NativeCodeLoader", "FutureWarning")
-
-
-def lockgate(home: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "LOCKGATE_HOME": str(home)}
-    cmd = [sys.executable, "-m", "lockgate.cli.main", *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{cmd} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
-    return proc
-
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):

@@ -37,8 +37,28 @@ _COMMITTERS: dict[str, type[SinkCommitter]] = {
 }
 
 
-def committer_for(sink: dict[str, Any], home: str) -> SinkCommitter:
-    """The committer of a sink given its ``to_config()`` dict; ``home`` is LOCKGATE_HOME."""
+#: where a sink names its table, ``{job}`` stands for the job writing it (a table per job)
+JOB_PLACEHOLDER = "{job}"
+_TABLE_FIELDS = ("path", "table")
+
+
+def for_job(sink: dict[str, Any], job: str) -> dict[str, Any]:
+    """``sink`` with ``{job}`` in its table's location replaced by ``job``.
+
+    >>> for_job({"kind": "delta", "path": "/lake/bids/{job}"}, "feed_1")["path"]
+    '/lake/bids/feed_1'
+    """
+    fields = {f: sink[f].replace(JOB_PLACEHOLDER, job) for f in _TABLE_FIELDS
+              if isinstance(sink.get(f), str) and JOB_PLACEHOLDER in sink[f]}
+    return {**sink, **fields} if fields else sink
+
+
+def committer_for(sink: dict[str, Any], home: str, job: str | None = None) -> SinkCommitter:
+    """The committer of a sink given its ``to_config()`` dict; ``home`` is LOCKGATE_HOME.
+
+    With ``job``, a ``{job}`` in the sink's path or table name is that job's name."""
+    if job is not None and isinstance(sink, dict):
+        sink = for_job(sink, job)
     kind = sink.get("kind") if isinstance(sink, dict) else None
     cls = _COMMITTERS.get(kind or "")
     if cls is PostgresCommitter and sink.get("key"):
@@ -63,5 +83,6 @@ __all__ = [
     "SinkCommitter",
     "collect_root",
     "committer_for",
+    "for_job",
     "read_collected",
 ]
