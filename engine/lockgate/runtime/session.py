@@ -43,6 +43,13 @@ _LOG_LEVELS = {"ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF"}
 # Lockgate's defaults that are static settings of a Spark Connect server: a client cannot set them
 # (Spark answers with a UserWarning on every run), so a Connect session never sends them.
 _SERVER_ONLY = frozenset({"spark.python.sql.dataFrameDebugging.enabled"})
+#: how much of its status history the driver keeps (Spark's defaults: 1,000 / 1,000 / 1,000 / 100,000)
+RETAINED_HISTORY = {
+    "spark.sql.ui.retainedExecutions": "50",
+    "spark.ui.retainedJobs": "200",
+    "spark.ui.retainedStages": "200",
+    "spark.ui.retainedTasks": "2000",
+}
 
 _session: SparkSession | None = None
 
@@ -197,6 +204,11 @@ def get_spark(
         **runtime,
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
+        # With no UI, the status store's history serves only progress and job counts. Spark
+        # keeps 1,000 SQL executions (their plan graphs and metrics), 1,000 jobs and stages and
+        # 100,000 tasks by default: a driver running rounds for an hour filled its 1 GiB heap
+        # with them and spent its time in full GCs. A round runs a handful of jobs.
+        **RETAINED_HISTORY,
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",
         "spark.pyspark.python": sys.executable,
