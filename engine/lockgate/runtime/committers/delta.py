@@ -26,7 +26,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lockgate.errors import LockgateError, SinkRefusedError
+from lockgate.errors import SinkRefusedError
 
 from ...filesystems import arrow_uri, location_uri
 from .base import check_staged, drop_staged_after
@@ -98,20 +98,15 @@ class DeltaCommitter(LakehouseCommitter):
 
     # -- protocol ------------------------------------------------------------------------
     def is_committed(self, job: str, sink_name: str, window: int) -> bool:
-        try:
+        with self.guarded(job, sink_name, None, f"checking whether window {window} was committed"):
             table = self._open()
             last = None if table is None else self._last_window(table, job, sink_name)
-        except LockgateError:
-            raise
-        except Exception as exc:
-            raise self.failed(exc, job, sink_name, None, f"checking whether window {window} was committed") from exc
         return last is not None and last >= window
 
     def commit(self, job: str, sink_name: str, window: int, staged: dict[str, Any]) -> dict[str, Any]:
         check_staged(staged, self.kind, job, sink_name, window)
         replay = {"target": f"delta:{self.path}", "rows": staged.get("rows"), "replayed": True}
-        doing = [f"checking whether window {window} was committed"]
-        try:
+        with self.guarded(job, sink_name, window, f"checking whether window {window} was committed") as guard:
             table = self._open()
             if table is not None:
                 last = self._last_window(table, job, sink_name)
@@ -122,21 +117,17 @@ class DeltaCommitter(LakehouseCommitter):
             if self.key is not None:
                 self.check_keys(data, job, sink_name, window)
             rows = self.rows(data, window)
-            doing[0] = "preparing the table"
+            guard.doing = "preparing the table"
             table = self._prepare(table, rows.schema, job, sink_name, window)
             rows = rows.select(pa.schema(table.schema().to_arrow()).names)
             props = self._props(job, sink_name, self.summary(job, sink_name, window), window)
-            doing[0] = f"committing window {window}"
+            guard.doing = f"committing window {window}"
             self.before_table_commit()
             if self.key is None:
                 self._append(table, rows, props)
             else:
                 self._merge(table, rows, self.deletes(data), props, job, sink_name, window)
             self.after_table_commit(window)
-        except LockgateError:
-            raise
-        except Exception as exc:
-            raise self.failed(exc, job, sink_name, window, doing[0]) from exc
         self.discard(staged)
         return {**replay, "rows": rows.num_rows, "replayed": False}
 
@@ -205,13 +196,8 @@ class DeltaCommitter(LakehouseCommitter):
         an appending sink's rows come back the same way. It needs the versions it restores
         to: a ``VACUUM`` with a shorter retention, or log clean-up, makes it fail with one
         line (restore to a later window, or ``--reset-state`` and rebuild the table)."""
-        doing = f"rolling back the windows after window {window}"
-        try:
+        with self.guarded(job, sink_name, None, f"rolling back the windows after window {window}"):
             later = self._restore(job, sink_name, window)
-        except LockgateError:
-            raise
-        except Exception as exc:
-            raise self.failed(exc, job, sink_name, None, doing) from exc
         drop_staged_after(self._staging_root(job, sink_name), window)
         return later
 

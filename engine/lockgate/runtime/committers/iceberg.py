@@ -27,7 +27,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from lockgate.errors import LockgateError, SinkRefusedError
+from lockgate.errors import SinkRefusedError
 
 from ...filesystems import join, location_uri
 from .base import check_staged, drop_staged_after
@@ -82,8 +82,13 @@ class IcebergCommitter(LakehouseCommitter):
         except (NoSuchTableError, NoSuchNamespaceError):
             return None
 
-    def _guarded(self, job: str, sink_name: str, window: int | None, doing: str) -> Any:
-        return _Guard(self, job, sink_name, window, doing)
+    def unreachable(self, exc: BaseException) -> bool:
+        """Whether the SQL catalog's database could not be reached (retrying helps)."""
+        try:
+            from sqlalchemy.exc import InterfaceError, OperationalError
+        except ImportError:  # pragma: no cover - sqlalchemy comes with pyiceberg[sql-*]
+            return False
+        return isinstance(exc, (OperationalError, InterfaceError))
 
     @staticmethod
     def _ancestry(table: Any) -> list[Any]:
@@ -109,7 +114,7 @@ class IcebergCommitter(LakehouseCommitter):
 
     # -- protocol ------------------------------------------------------------------------
     def is_committed(self, job: str, sink_name: str, window: int) -> bool:
-        with self._guarded(job, sink_name, None, f"checking whether window {window} was committed"):
+        with self.guarded(job, sink_name, None, f"checking whether window {window} was committed"):
             table = self._load(self._catalog())
             return table is not None and window in self._windows(table, job, sink_name)
 
@@ -118,7 +123,7 @@ class IcebergCommitter(LakehouseCommitter):
 
         check_staged(staged, self.kind, job, sink_name, window)
         replay = {"target": f"iceberg:{self.identifier}", "rows": staged.get("rows"), "replayed": True}
-        guard = self._guarded(job, sink_name, window, f"checking whether window {window} was committed")
+        guard = self.guarded(job, sink_name, window, f"checking whether window {window} was committed")
         with guard:
             catalog = self._catalog()
             table = self._load(catalog)
@@ -198,7 +203,7 @@ class IcebergCommitter(LakehouseCommitter):
         keeps replays right: the later windows' snapshots leave the current ancestry, so their
         replays find them not committed and write them again, on top of the restored snapshot.
         It needs the snapshots it goes back to: expiring them makes it fail with one line."""
-        with self._guarded(job, sink_name, None, f"rolling back the windows after window {window}"):
+        with self.guarded(job, sink_name, None, f"rolling back the windows after window {window}"):
             later = self._rollback(job, sink_name, window)
         drop_staged_after(self._staging_root(job, sink_name), window)
         return later
@@ -234,32 +239,6 @@ class IcebergCommitter(LakehouseCommitter):
         """The windows of this sink in the table's current state, ascending."""
         table = self._load(self._catalog())
         return [] if table is None else sorted(self._windows(table, job, sink_name))
-
-
-class _Guard:
-    """Turns a library error inside its block into one line (:meth:`LakehouseCommitter.failed`);
-    ``doing`` says what was being done."""
-
-    def __init__(self, committer: IcebergCommitter, job: str, sink_name: str, window: int | None, doing: str):
-        self.committer, self.job, self.sink_name, self.window, self.doing = committer, job, sink_name, window, doing
-
-    def __enter__(self) -> _Guard:
-        return self
-
-    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
-        if exc is None or isinstance(exc, LockgateError) or not isinstance(exc, Exception):
-            return
-        raise self.committer.failed(exc, self.job, self.sink_name, self.window, self.doing,
-                                    unavailable=_unreachable(exc)) from exc
-
-
-def _unreachable(exc: BaseException) -> bool:
-    """Whether the SQL catalog's database could not be reached (retrying helps)."""
-    try:
-        from sqlalchemy.exc import InterfaceError, OperationalError
-    except ImportError:  # pragma: no cover - sqlalchemy comes with pyiceberg[sql-*]
-        return False
-    return isinstance(exc, (OperationalError, InterfaceError))
 
 
 def _safe_url(url: str) -> str:

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from lockgate.errors import SinkCommitError, SinkRefusedError, SinkUnavailableError
+from lockgate.errors import LockgateError, SinkCommitError, SinkRefusedError, SinkUnavailableError
 
 from ... import faults
 from ...filesystems import is_dir, resolve
@@ -164,6 +164,14 @@ class LakehouseCommitter(SinkCommitter):
         faults.maybe_crash(CRASH_POINT, window)
 
     # -- errors --------------------------------------------------------------------------
+    def guarded(self, job: str, sink_name: str, window: int | None, doing: str) -> Guard:
+        """A block whose library errors become one line naming the sink, the window and ``doing``."""
+        return Guard(self, job, sink_name, window, doing)
+
+    def unreachable(self, exc: BaseException) -> bool:
+        """Whether ``exc`` says the table's catalog could not be reached (retrying helps)."""
+        return False
+
     def failed(self, exc: BaseException, job: str, sink_name: str, window: int | None, doing: str,
                unavailable: bool = False) -> SinkCommitError:
         """One line for a library error raised while ``doing``: a full disk (or, with
@@ -187,6 +195,30 @@ class LakehouseCommitter(SinkCommitter):
             return SinkUnavailableError(f"{text}. The catalog's database is down or unreachable: start it (or check "
                                         f"the catalog URL and the network), then {then} (a controller retries by itself)")
         return SinkCommitError(f"{text}; {then}")
+
+
+class Guard:
+    """Turns a library error inside its block into one line (:meth:`LakehouseCommitter.failed`);
+    ``doing`` says what was being done, and a block may change it as it goes on. A
+    :class:`~lockgate.errors.LockgateError` (already one line) passes through.
+
+    >>> with committer.guarded(job, sink, window, "preparing the table") as guard:
+    ...     table = prepare()
+    ...     guard.doing = f"committing window {window}"
+    ...     commit(table)
+    """
+
+    def __init__(self, committer: LakehouseCommitter, job: str, sink_name: str, window: int | None, doing: str):
+        self.committer, self.job, self.sink_name, self.window, self.doing = committer, job, sink_name, window, doing
+
+    def __enter__(self) -> Guard:
+        return self
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
+        if exc is None or isinstance(exc, LockgateError) or not isinstance(exc, Exception):
+            return
+        raise self.committer.failed(exc, self.job, self.sink_name, self.window, self.doing,
+                                    unavailable=self.committer.unreachable(exc)) from exc
 
 
 def nullable(schema: pa.Schema) -> pa.Schema:
