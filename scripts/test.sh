@@ -16,6 +16,9 @@ ruff check .
 # seconds to minutes, where C2's compile threads cost more CPU than they save (20 % less CPU on
 # the Nexmark query tests). Set SPARK_SUBMIT_OPTS to override; the bench never sets it.
 export SPARK_SUBMIT_OPTS="${SPARK_SUBMIT_OPTS:--XX:TieredStopAtLevel=1 -XX:+UseSerialGC}"
+# Spark's default 1 GiB driver heap: a test of many stateful operators needs most of it (Spark
+# takes up to ~420 MB of it for execution and storage) and then spends its time in full GCs
+export SPARK_DRIVER_MEMORY="${SPARK_DRIVER_MEMORY:-2g}"
 
 set +e
 # Three test processes (one Spark session each), a test module never split between them: many
