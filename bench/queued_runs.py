@@ -11,7 +11,9 @@ sequence without Airflow's own scheduling delay, the way the operator drives Loc
   few seconds after one ends). A worker is never reused after a run, so what matters is whether
   the standby that replaced it is warm by the next run;
 - **embedded**: each run is a new ``lockgate run`` process over the same ranges (what an embedded
-  task does: its own Python, JVM and compile).
+  task does: its own Python, JVM and compile);
+- **one_run**: one ``lockgate run`` process over every range at once (one task over the whole
+  backlog, in catch-up groups).
 
 For each run: the seconds from the request to its first committed window (the cold-start part)
 and to its end, and for the controller whether the run's worker was already up when it was asked.
@@ -125,8 +127,9 @@ def run_controller(ref: str, ranges: list[tuple[int, int]], gap: float, root: Pa
     return rows
 
 
-def run_embedded(ref: str, ranges: list[tuple[int, int]], gap: float, root: Path) -> list[dict[str, Any]]:
-    home = root / "embedded"
+def run_embedded(ref: str, ranges: list[tuple[int, int]], gap: float, root: Path,
+                 mode: str = "embedded") -> list[dict[str, Any]]:
+    home = root / mode
     rows = []
     for i, (first, last) in enumerate(ranges):
         if i:
@@ -145,7 +148,7 @@ def run_embedded(ref: str, ranges: list[tuple[int, int]], gap: float, root: Path
         if proc.wait() != 0 or "FINISHED" not in out:
             raise AssertionError(f"embedded run {i} failed: {out}")
         total = time.perf_counter() - t0
-        rows.append({"mode": "embedded", "run": i, "windows": [first, last],
+        rows.append({"mode": mode, "run": i, "windows": [first, last],
                      "to_first_commit_s": round(first_commit if first_commit is not None else total, 2),
                      "total_s": round(total, 2), "standby_ready": False})
     return rows
@@ -165,7 +168,8 @@ def main(argv: list[str] | None = None) -> None:
         ref = f"{root / 'pipeline.py'}:pipeline"
         w0 = int(datetime(2026, 1, 1, tzinfo=UTC).timestamp()) // 10
         ranges = [(w0 + i * args.windows, w0 + (i + 1) * args.windows - 1) for i in range(args.runs)]
-        rows = run_controller(ref, ranges, args.gap, root) + run_embedded(ref, ranges, args.gap, root)
+        rows = (run_controller(ref, ranges, args.gap, root) + run_embedded(ref, ranges, args.gap, root)
+                + run_embedded(ref, [(ranges[0][0], ranges[-1][1])], 0.0, root, mode="one_run"))
     finally:
         shutil.rmtree(root, ignore_errors=True)
     report = {"date": datetime.now(UTC).strftime("%Y-%m-%d"), "cpus": os.cpu_count(), "runs": args.runs,
