@@ -95,6 +95,35 @@ with DAG("op_gap", schedule=None, start_date=datetime(2026, 1, 1), catchup=False
     assert lockgate.connect("embedded", home=str(lg_env.home)).get_job("op_gap").last_window == W0 + 1
 
 
+def test_first_window_next_takes_the_whole_backlog_in_one_task(lg_env, run_dag, test_dag, tiny_pipeline):
+    """``first_window="next"``: a run starts after the job's last committed window, however far
+    behind its data interval is, so one task takes a backlog (and a caught-up job runs nothing)."""
+    import lockgate
+
+    ref = tiny_pipeline("op_next")
+    test_dag("dag_op_next", HEADER + f'''
+with DAG("op_next", schedule=None, start_date=datetime(2026, 1, 1), catchup=False,
+         params={{"start": "2026-01-01T00:00:00+00:00", "end": "2026-01-01T00:02:00+00:00"}}) as dag:
+    LockgateRunWindowsOperator(task_id="run", pipeline="{ref}", first_window="next",
+                               start="{{{{ params.start }}}}", end="{{{{ params.end }}}}", retries=0)
+''')
+    first = run_dag("op_next")  # a new job: from the range's first window
+    assert first.state == "success", first.tasks
+    assert (first.xcom("run")["first_window"], first.xcom("run")["last_window"]) == (W0, W0 + 1)
+    later = {"start": "2026-01-01T00:04:00+00:00", "end": "2026-01-01T00:06:00+00:00"}
+    backlog = run_dag("op_next", conf=later)  # minutes 2 and 3 were missed: no gap, they run too
+    assert backlog.state == "success", backlog.tasks
+    result = backlog.xcom("run")
+    assert (result["first_window"], result["last_window"], result["windows"]) == (W0 + 2, W0 + 5, 4)
+    cps = lockgate.connect("embedded", home=str(lg_env.home)).list_checkpoints("op_next")
+    assert [cp.window for cp in cps] == list(range(W0, W0 + 6))
+    assert sum(cp.rows_in for cp in cps) == _bids(0, 720)
+    again = run_dag("op_next", conf=later)  # caught up: nothing to run, nothing run twice
+    assert again.state == "success", again.tasks
+    assert [cp.window for cp in lockgate.connect("embedded", home=str(lg_env.home)).list_checkpoints("op_next")] \
+        == list(range(W0, W0 + 6))
+
+
 def test_run_windows_emits_one_asset_event_per_window_and_pushes_the_summary(lg_env, run_dag, test_dag, tiny_pipeline):
     from airflow.models.asset import AssetEvent, AssetModel
     from airflow.utils.session import create_session

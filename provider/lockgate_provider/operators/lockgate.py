@@ -145,6 +145,10 @@ class LockgateCompileOperator(_LockgateOperatorMixin, BaseOperator):
 
 
 # -- run windows -----------------------------------------------------------------------
+#: ``first_window`` value meaning "the window after the job's last committed one"
+NEXT_WINDOW = "next"
+
+
 class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, BaseOperator):
     """Run the cycle windows of the DAG run's data interval, in order, exactly once each.
 
@@ -186,6 +190,9 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
     :param start: Start of the event-time range (templated; default ``data_interval_start``).
     :param end: End of the range, exclusive (templated; default ``data_interval_end``).
     :param first_window: Explicit first window id (templated); overrides ``start``/``end``.
+        ``"next"``: the window after the job's last committed one (the range's first window for a
+        job with none), so that one task runs everything the job missed up to ``end`` or
+        ``last_window`` (a DAG with ``catchup=False`` taking a backlog in one run).
     :param last_window: Explicit last window id, inclusive (templated).
     :param deferrable: Defer to the triggerer while a controller runs the windows (default
         ``True``); ignored with the embedded engine, which runs synchronously.
@@ -265,9 +272,14 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
         self._catchup()  # a bad value fails the task before anything runs
         compiled = self.hook.compile_pipeline(self.pipeline) if self.hook.embedded or not self.job else None
         job = self.job or compiled.pipeline
-        first = as_window(self.first_window, "first_window")
+        resume = isinstance(self.first_window, str) and self.first_window.strip().lower() == NEXT_WINDOW
+        first = None if resume else as_window(self.first_window, "first_window")
         last = as_window(self.last_window, "last_window")
         start, end = data_interval(context, self.start, self.end)
+        if resume:  # from where the job left off: one task takes the whole backlog
+            info = self.hook.get_job(job)
+            if info is not None and info.last_window is not None:
+                first = info.last_window + 1
         if first is None or last is None:
             if start is None or end is None:
                 raise AirflowFailException(
