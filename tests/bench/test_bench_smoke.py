@@ -159,3 +159,15 @@ def test_message_log_bench_smoke(repo_root: Path, tmp_path: Path, nats_url: str)
     rows = {r["source"]: r for r in json.loads(out.read_text())["rows"]}
     assert set(rows) == {"nats", "file"}
     assert rows["nats"]["rows_in"] == rows["file"]["rows_in"] > 0, rows
+
+
+def test_queued_runs_bench_smoke(repo_root: Path, tmp_path: Path) -> None:
+    """``bench.queued_runs`` in short: two queued runs each way, every range committed."""
+    out = tmp_path / "queued_runs.json"
+    _bench_command(repo_root, "bench.queued_runs", "--runs", "2", "--windows", "2", "--gap", "0", "--rate", "100",
+                   "--out", str(out))
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["mode"], r["run"]) for r in rows] == [
+        ("controller", 0), ("controller", 1), ("embedded", 0), ("embedded", 1), ("one_run", 0)]
+    assert [r["windows"] for r in rows[:2]] == [r["windows"] for r in rows[2:4]]
+    assert all(0 < r["to_first_commit_s"] <= r["total_s"] for r in rows), rows
