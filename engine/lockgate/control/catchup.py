@@ -11,9 +11,10 @@ A run's ``catchup`` option (``lockgate run --catchup``, ``Client.run(catchup=...
 operators' ``catchup``) sets the group size; ``LOCKGATE_CATCHUP`` is the default for runs that
 give none:
 
-- ``auto`` (default): adaptive, from :data:`AUTO_START` windows up to :data:`AUTO_MAX`, aiming at groups of
-  about :data:`TARGET_S` seconds, so a drain or a failure never waits long and progress keeps
-  moving;
+- ``auto`` (default): adaptive, up to :data:`AUTO_MAX` windows, aiming at groups of about
+  :data:`TARGET_S` seconds, so a drain or a failure never waits long and progress keeps moving.
+  The first group of a run is sized from what the job's recent windows took (a job's next DAG run,
+  a backlog resumed), or :data:`AUTO_START` windows for a job with no history;
 - a whole number ``N``: groups of at most ``N`` windows;
 - ``off`` (or ``1``): one window per round.
 
@@ -76,6 +77,14 @@ class GroupSizer:
     def next(self, due: int) -> int:
         """Windows the next group takes when ``due`` windows are left to run."""
         return max(1, min(self.size, self.limit, due))
+
+    def seed(self, seconds_per_window: float | None) -> None:
+        """Size the first group from the job's history: about :data:`TARGET_S` seconds of windows
+        that took ``seconds_per_window`` each (never below :data:`AUTO_START`; ``None``: no
+        history, the size stays)."""
+        if not self.adaptive or seconds_per_window is None or seconds_per_window <= 0:
+            return
+        self.size = max(AUTO_START, min(self.limit, int(TARGET_S / seconds_per_window)))
 
     def observe(self, windows: int, seconds: float) -> None:
         """Adapt to a group of ``windows`` that took ``seconds`` (at most doubling each time)."""

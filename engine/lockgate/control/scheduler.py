@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .. import faults
-from ..checkpoint.catalog import Catalog, CheckpointRecord
+from ..checkpoint.catalog import Catalog, CheckpointRecord, CycleState
 from ..checkpoint.layers import has_state, needed_by_all
 from ..checkpoint.snapshots import SnapshotStore, parse_snapshot_uri
 from ..errors import (
@@ -561,6 +561,17 @@ class CycleScheduler:
                 hint=f"e.g. lockgate run ... --from-window {self.last_window + 1}, or set depends_on_past in Airflow",
             )
 
+    def _seconds_per_window(self, recent: int = 64) -> float | None:
+        """What one of this plan's recently committed windows took, start to commit, from the
+        catalog (``None`` without such windows): a group's windows share its time."""
+        # a window of a catch-up group of n began with the group and lasted about as long as the
+        # group: its share is 1/n of that
+        shares = [(c.finished - c.started).total_seconds() / max(1, int(c.timings.get("group") or 1))
+                  for c in self.catalog.list_cycles(self.job, limit=recent)
+                  if c.state == CycleState.COMMITTED and c.plan_version == self.graph.version
+                  and c.finished is not None]
+        return sum(shares) / len(shares) if shares else None
+
     def run_windows(
         self, first: int, last: int, stop: threading.Event | None = None, finish: bool = True
     ) -> RunSummary:
@@ -579,6 +590,8 @@ class CycleScheduler:
             # (a graph operator's rounds run one window each: its supersteps resume per window)
             grouped = (hasattr(self.executor, "run_group") and (not self.sizer.adaptive or one_pass(self.graph))
                        and not any(v.kind == OperatorKind.ITERATOR for v in self.graph.vertices.values()))
+            if grouped and len(todo) > 1:
+                self.sizer.seed(self._seconds_per_window())
             while todo:
                 if stop is not None and stop.is_set():
                     break

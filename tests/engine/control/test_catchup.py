@@ -99,6 +99,38 @@ def test_adaptive_groups_grow_while_windows_are_cheap_and_shrink_when_slow():
     assert sizer.size == 2
 
 
+def test_a_run_sizes_its_first_group_from_what_the_jobs_windows_took():
+    sizer = GroupSizer.from_setting("auto")
+    sizer.seed(None)  # no history: the usual first group
+    assert sizer.size == 4
+    sizer.seed(0.5)  # half a second a window: about TARGET_S of them
+    assert sizer.size == 20
+    sizer.seed(0.001)
+    assert sizer.size == AUTO_MAX
+    sizer.seed(30.0)  # slow windows: never below the usual first group
+    assert sizer.size == 4
+    fixed = GroupSizer.from_setting("5")
+    fixed.seed(0.01)
+    assert fixed.size == 5  # a size the run gave is kept
+
+
+def test_the_next_run_of_a_job_starts_with_a_group_its_history_sizes(spark, tmp_path, monkeypatch):
+    """A job's second run (the next queued DAG run) takes its backlog in one group: its first
+    group is sized from the first run's windows, not ramped up from four again."""
+    ref = f"{__file__}:one_pass_pipeline"
+    monkeypatch.setenv("LOCKGATE_CATCHUP", "auto")
+    with lg.connect("embedded", home=str(tmp_path / "home")) as client:
+        client.run(ref, first=W0, last=W0 + 5)  # no history: groups of 4, then 2
+        assert [c.timings.get("group") for c in _cycles(client, W0, W0 + 5)] == [4] * 4 + [2] * 2
+        client.run(ref, first=W0 + 6, last=LAST)
+        assert [c.timings.get("group") for c in _cycles(client, W0 + 6, LAST)] == [3] * 3
+
+
+def _cycles(client, first: int, last: int) -> list:
+    cycles = [c for c in client.list_cycles("onepass", limit=50).cycles if first <= c.window <= last]
+    return sorted(cycles, key=lambda c: c.window)
+
+
 # -- grouped runs against one window per round ----------------------------------------------
 @pytest.fixture(scope="module")
 def runs(spark, tmp_path_factory):
