@@ -83,6 +83,5 @@ __all__ = [
     "SinkCommitter",
     "collect_root",
     "committer_for",
-    "for_job",
     "read_collected",
 ]

@@ -202,10 +202,12 @@ class Guard:
     ``doing`` says what was being done, and a block may change it as it goes on. A
     :class:`~lockgate.errors.LockgateError` (already one line) passes through.
 
-    >>> with committer.guarded(job, sink, window, "preparing the table") as guard:
-    ...     table = prepare()
-    ...     guard.doing = f"committing window {window}"
-    ...     commit(table)
+    Example::
+
+        with committer.guarded(job, sink, window, "preparing the table") as guard:
+            table = prepare()
+            guard.doing = f"committing window {window}"
+            commit(table)
     """
 
     def __init__(self, committer: LakehouseCommitter, job: str, sink_name: str, window: int | None, doing: str):
