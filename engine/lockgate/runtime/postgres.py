@@ -23,6 +23,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 import pyarrow as pa
 
 from lockgate.errors import LockgateError, SourceRefusedError, SourceUnavailableError
+from lockgate.runtime.libpq_output import quiet_libpq
 
 _SCHEMES = {
     "postgresql": "postgresql",
@@ -79,7 +80,8 @@ def connect(url: str, *, autocommit: bool = False) -> Any:
     """
     import adbc_driver_postgresql.dbapi as pgdbapi
 
-    return pgdbapi.connect(_with_utc(normalize_url(url)), autocommit=autocommit)
+    with quiet_libpq():
+        return pgdbapi.connect(_with_utc(normalize_url(url)), autocommit=autocommit)
 
 
 # -- identifiers ---------------------------------------------------------------------
