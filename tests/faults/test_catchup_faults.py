@@ -21,13 +21,13 @@ pytestmark = [pytest.mark.faults, pytest.mark.slow]
 
 #: (crash point, window offset from the next window to run): each run starts a group there
 CASES = [
-    ("before_stage", 2),  # windows +0, +1 staged, +2, +3 not: the recovery commits two
+    ("before_stage", 2),  # the group computed, none of it staged (a group stages together): it runs again
     ("after_checkpoint", 1),  # between two windows' commits, the rest staged
     ("mid_commit", 2),  # one sink of window +2 committed
     ("before_run", 0),  # the group's cycles begun, nothing computed
     ("after_stage", 3),  # the whole group staged, nothing committed
 ]
-#: the test command's short form: a group part staged, and one sink of a window committed;
+#: the test command's short form: a group computed but not staged, and one sink of a window committed;
 #: ``make faults`` (``LOCKGATE_FAULTS_FULL=1``) kills at every point
 SHORT = [CASES[0], CASES[2]]
 

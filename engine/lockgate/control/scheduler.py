@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .. import faults
-from ..checkpoint.catalog import Catalog, CheckpointRecord, CycleState
+from ..checkpoint.catalog import Catalog, CheckpointRecord, CycleState, StagedCycle
 from ..checkpoint.layers import has_state, needed_by_all
 from ..checkpoint.snapshots import SnapshotStore, parse_snapshot_uri
 from ..errors import (
@@ -192,6 +192,8 @@ class CycleScheduler:
         self.restore: RestorePoint | None = None
         self.last_window: int | None = None
         self.sinks = sinks_of(graph)
+        #: the plan's version (a hash of its JSON), computed once: every cycle row records it
+        self.plan_version = graph.version
         self.moves = JobTransitions(catalog, job, on_move=self._moved)
         #: how many due windows the next catch-up group takes (LOCKGATE_CATCHUP)
         self.sizer = GroupSizer.from_setting()
@@ -364,7 +366,7 @@ class CycleScheduler:
     def _check_state(
         self, window: int, plan_version: str | None, snapshot_uri: str | None, manifest: dict[str, Any]
     ) -> None:
-        if plan_version and plan_version != self.graph.version:
+        if plan_version and plan_version != self.plan_version:
             plan = self.catalog.get_plan(plan_version)
             old_settings = PipelineGraph.from_json(plan.plan_json).state_settings() if plan.plan_json else None
             check_state_layout(plan.state_layout, self.graph.state_layout(), self.job, window,
@@ -412,6 +414,7 @@ class CycleScheduler:
         rows_in: int,
         rows_out: int,
         plan_version: str | None,
+        expire: bool = True,
     ) -> dict[str, float]:
         t0 = time.perf_counter()
         commits = {}
@@ -440,7 +443,8 @@ class CycleScheduler:
         self.catalog.update_cycle_timings(cycle_id, {"checkpoint": tail["checkpoint"]})
         faults.maybe_crash("after_checkpoint", window)
         self.last_window = window
-        self._expire()
+        if expire:
+            self._expire()
         return tail
 
     def _expire(self) -> None:
@@ -451,7 +455,7 @@ class CycleScheduler:
 
     def run_window(self, window: int) -> CycleResult:
         """One full round for ``window`` (which must be the next one)."""
-        cycle = self.catalog.begin_cycle(self.job, window, self.generation, self.graph.version)
+        cycle = self.catalog.begin_cycle(self.job, window, self.generation, self.plan_version)
         self._emit(_event("cycle_started", self.job, window=window))
         faults.maybe_crash("before_run", window)
         try:
@@ -479,7 +483,7 @@ class CycleScheduler:
             raise self._fenced_error(window, err) from err
         self.catalog.record_supersteps(cycle.id, result.supersteps)
         faults.maybe_crash("after_stage", window)
-        tail = self._commit(cycle.id, window, manifest, result.rows_in, result.rows_out, self.graph.version)
+        tail = self._commit(cycle.id, window, manifest, result.rows_in, result.rows_out, self.plan_version)
         result.timings.update(tail)
         self.restore = RestorePoint(window, result.snapshot_uri, result.snapshot_manifest, result.positions)
         self._emit(
@@ -503,7 +507,7 @@ class CycleScheduler:
         leaves the committed windows committed and the staged ones to the recovery."""
         if len(windows) == 1:
             return [self.run_window(windows[0])]
-        cycles = [self.catalog.begin_cycle(self.job, w, self.generation, self.graph.version) for w in windows]
+        cycles = self.catalog.begin_cycles(self.job, windows, self.generation, self.plan_version)
         for w in windows:
             self._emit(_event("cycle_started", self.job, window=w))
         faults.maybe_crash("before_run", windows[0])
@@ -519,23 +523,24 @@ class CycleScheduler:
         except BaseException as err:
             self._fail_cycles(cycles, err)
             raise
-        manifests = []
-        for cycle, result in zip(cycles, results, strict=True):
-            manifest = {**result.to_manifest(), "sinks": self.sinks}
+        manifests = [{**result.to_manifest(), "sinks": self.sinks} for result in results]
+        for result in results:
             faults.maybe_crash("before_stage", result.window)
-            try:
-                self.catalog.stage_cycle(
-                    cycle.id, self.generation, manifest, result.rows_in, result.rows_out, result.late_rows,
-                    result.timings,
-                )
-            except FencedError as err:
-                for c in cycles:
-                    self._abandon(c.window, c.attempt)
-                raise self._fenced_error(result.window, err) from err
+        try:  # the group's windows are staged together: all of them or none
+            self.catalog.stage_cycles(self.generation, [
+                StagedCycle(cycle.id, manifest, result.rows_in, result.rows_out, result.late_rows, result.timings)
+                for cycle, result, manifest in zip(cycles, results, manifests, strict=True)
+            ])
+        except FencedError as err:
+            for c in cycles:
+                self._abandon(c.window, c.attempt)
+            raise self._fenced_error(windows[0], err) from err
+        for result in results:
             faults.maybe_crash("after_stage", result.window)
-            manifests.append(manifest)
-        for cycle, result, manifest in zip(cycles, results, manifests, strict=True):
-            tail = self._commit(cycle.id, result.window, manifest, result.rows_in, result.rows_out, self.graph.version)
+        for i, (cycle, result, manifest) in enumerate(zip(cycles, results, manifests, strict=True)):
+            # retention is applied once, after the group's last commit (not after each window)
+            tail = self._commit(cycle.id, result.window, manifest, result.rows_in, result.rows_out, self.plan_version,
+                                expire=i == len(cycles) - 1)
             result.timings.update(tail)
             self.restore = RestorePoint(result.window, result.snapshot_uri, result.snapshot_manifest, result.positions)
             self._emit(
@@ -568,7 +573,7 @@ class CycleScheduler:
         # group: its share is 1/n of that
         shares = [(c.finished - c.started).total_seconds() / max(1, int(c.timings.get("group") or 1))
                   for c in self.catalog.list_cycles(self.job, limit=recent)
-                  if c.state == CycleState.COMMITTED and c.plan_version == self.graph.version
+                  if c.state == CycleState.COMMITTED and c.plan_version == self.plan_version
                   and c.finished is not None]
         return sum(shares) / len(shares) if shares else None
 

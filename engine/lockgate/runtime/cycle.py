@@ -698,8 +698,21 @@ class CycleRunner:
         for name, (df, sink) in sinks.items():
             last = self._last_staged_rows.get(name)
             expected = None if last is None else max(last, 1) * len(windows)
-            if self._sink_on_driver.get(name) and within(expected, self.driver_stage_rows):
-                table = df.filter(F.col(TAG) >= F.lit(windows[0])).toArrow()
+            output = df.filter(F.col(TAG) >= F.lit(windows[0]))
+            table = None
+            if name not in self._sink_on_driver:
+                schema = output.drop(TAG).schema  # once per sink and runner
+                self._sink_on_driver[name] = driver_stageable(sink) and bool(schema.fields) and driver_writable(schema)
+            if self._sink_on_driver[name] and expected is None and self.driver_stage_rows > 0:
+                # the runner's first group: no round says how large the output is, so collect at
+                # most the driver path's limit and take the driver path when that was all of it
+                # (a first backfill group of a Parquet sink otherwise wrote one Spark job per window)
+                probe = output.limit(self.driver_stage_rows + 1).toArrow()
+                if probe.num_rows <= self.driver_stage_rows:
+                    table = probe
+            elif self._sink_on_driver[name] and within(expected, self.driver_stage_rows):
+                table = output.toArrow()
+            if table is not None:
                 tags = table.column(TAG)
                 body = table.drop_columns([TAG])
                 for w, attempt in zip(windows, attempts, strict=True):

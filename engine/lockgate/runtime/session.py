@@ -183,6 +183,11 @@ def get_spark(
         # JVM (four to ten Py4J round trips each; F.col alone costs 13): a round built 640
         # of them. The call sites would name Lockgate's translator, not the user's pipeline.
         "spark.python.sql.dataFrameDebugging.enabled": "false",
+        # Spark lists more than 32 given paths with a Spark job of its own (one task per path);
+        # a catch-up group reads a file or more per window, so a 64-window group paid a 250 ms
+        # listing job for paths whose footers Lockgate had already read (bench.backfill W1:
+        # 2.0 s of 26 s). Listing up to 1,024 paths on the driver costs a few ms locally.
+        "spark.sql.sources.parallelPartitionDiscovery.threshold": "1024",
     }
     if master.startswith("sc://"):
         _session = _connect_session(master, runtime, conf or {})

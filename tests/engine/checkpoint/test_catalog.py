@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from psycopg import sql
 
 from lockgate.checkpoint import Catalog, CheckpointStatus, CycleState
-from lockgate.checkpoint.catalog import metadata
+from lockgate.checkpoint.catalog import StagedCycle, metadata
 from lockgate.control import JobState
 from lockgate.errors import (
     CatalogError,
@@ -261,6 +261,31 @@ def test_cycle_lifecycle(catalog):
     assert [c.id for c in catalog.abort_open_cycles("orders", staged_after=0)] == [retry.id]
     assert [c.id for c in catalog.list_cycles("orders")] == [retry.id, running.id, second.id, first.id]
     assert len(catalog.list_cycles("orders", limit=2)) == 2
+
+
+def test_a_group_begins_and_stages_its_cycles_together_or_not_at_all(catalog):
+    gen = running_job(catalog)
+    run_window(catalog, "orders", gen, 2)
+    before = dump(catalog)
+    with pytest.raises(CheckpointExistsError, match="window 2 is complete already"):
+        catalog.begin_cycles("orders", [0, 1, 2, 3], gen, "plan-1")
+    assert dump(catalog) == before  # windows 0 and 1 did not begin either
+
+    group = catalog.begin_cycles("orders", [3, 4, 5], gen, "plan-1")
+    assert [(c.window, c.attempt, c.state) for c in group] == [(w, 1, CycleState.RUNNING) for w in (3, 4, 5)]
+    catalog.fail_cycle(group[2].id, "lost")
+    before = dump(catalog)
+    staged = [StagedCycle(c.id, {"sink": [f"w{c.window}"]}, 10, 7, 1, {"read": 2}) for c in group]
+    with pytest.raises(CycleStateError, match="it is FAILED, not RUNNING"):
+        catalog.stage_cycles(gen, staged)
+    assert dump(catalog) == before  # windows 3 and 4 were not staged either
+    with pytest.raises(FencedError):
+        catalog.stage_cycles(gen - 1, staged[:2])
+    done = catalog.stage_cycles(gen, staged[:2])
+    assert [(c.state, c.rows_in, c.rows_out, c.late_rows, c.timings) for c in done] == [
+        (CycleState.STAGED, 10, 7, 1, {"read": 2})
+    ] * 2
+    assert [c.window for c in catalog.staged_cycles("orders")] == [3, 4]
 
 
 # -- checkpoints -----------------------------------------------------------------------

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pytest
 
 import lockgate as lg
-from lockgate.control.catchup import AUTO_MAX, GroupSizer
+from lockgate.control.catchup import AUTO_MAX, GROWTH, GroupSizer
 from lockgate.errors import InvalidArgumentError, StateNotFoundError
 
 T0_ISO = "2026-01-01T00:00:00"
@@ -90,8 +90,11 @@ def test_a_run_refuses_a_bad_catchup_before_anything_runs(spark, tmp_path):
 def test_adaptive_groups_grow_while_windows_are_cheap_and_shrink_when_slow():
     sizer = GroupSizer.from_setting("auto")
     start = sizer.size
-    sizer.observe(start, 0.1 * start)  # 0.1 s a window: grows, at most doubling
-    assert sizer.size == 2 * start
+    sizer.observe(start, 0.1 * start)  # 0.1 s a window: grows, at most GROWTH times
+    assert sizer.size == GROWTH * start
+    sizer = GroupSizer.from_setting("auto")
+    sizer.observe(start, 1.0 * start)  # 1 s a window: about TARGET_S of them (below the growth cap)
+    assert sizer.size == 10
     for _ in range(10):
         sizer.observe(sizer.size, 0.01 * sizer.size)
     assert sizer.size == AUTO_MAX

@@ -24,7 +24,7 @@ from __future__ import annotations
 from .base import CatalogBase
 from .checkpoints import CheckpointsMixin
 from .connection import SQLITE_BUSY_TIMEOUT_MS, normalize_url
-from .cycles import CyclesMixin
+from .cycles import CyclesMixin, StagedCycle
 from .jobs import JobsMixin
 from .plans import PlansMixin
 from .records import (
@@ -74,6 +74,7 @@ __all__ = [
     "CycleState",
     "JobRecord",
     "PlanRecord",
+    "StagedCycle",
     "SuperstepRecord",
     "TransitionRecord",
     "UTCDateTime",

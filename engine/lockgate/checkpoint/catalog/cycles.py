@@ -4,6 +4,7 @@ ABORTED). The commit itself is :meth:`~.checkpoints.CheckpointsMixin.complete_wi
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -36,6 +37,67 @@ def expect_cycle_state(row: RowMapping, action: str, *states: CycleState) -> Non
         )
 
 
+@dataclass(frozen=True)
+class StagedCycle:
+    """What :meth:`CyclesMixin.stage_cycles` records for one cycle: its manifest, counts and timings."""
+
+    cycle_id: int
+    manifest: Mapping[str, Any]
+    rows_in: int
+    rows_out: int
+    late_rows: int = 0
+    timings: Mapping[str, float] | None = None
+
+
+def _begin(conn: Connection, job: str, window: int, generation: int, plan_version: str | None) -> CycleRecord:
+    """A new RUNNING attempt at ``window`` in ``conn``'s transaction (the caller checked the generation)."""
+    if complete_row(conn, job, window) is not None:
+        raise CheckpointExistsError(
+            f"job '{job}': window {window} is complete already; run the next window, or roll "
+            f"back with `lockgate restore {job} --window W` (W < {window}) to run it again"
+        )
+    previous = conn.execute(
+        sa.select(sa.func.max(cycles_table.c.attempt)).where(cycles_table.c.job == job, cycles_table.c.window == window)
+    ).scalar()
+    result = conn.execute(
+        sa.insert(cycles_table).values(
+            job=job,
+            window=window,
+            attempt=(previous or 0) + 1,
+            generation=generation,
+            plan_version=plan_version,
+            state=CycleState.RUNNING.value,
+            manifest=None,
+            rows_in=0,
+            rows_out=0,
+            late_rows=0,
+            timings={},
+            error=None,
+            started=utcnow(),
+            finished=None,
+        )
+    )
+    return cycle_record(cycle_row(conn, result.inserted_primary_key[0]))
+
+
+def _stage(conn: Connection, row: RowMapping, c: StagedCycle) -> CycleRecord:
+    """RUNNING -> STAGED for the cycle ``row`` in ``conn``'s transaction."""
+    expect_cycle_state(row, "stage", CycleState.RUNNING)
+    conn.execute(
+        sa.update(cycles_table)
+        .where(cycles_table.c.id == c.cycle_id)
+        .values(
+            state=CycleState.STAGED.value,
+            manifest=dict(c.manifest),
+            rows_in=c.rows_in,
+            rows_out=c.rows_out,
+            late_rows=c.late_rows,
+            timings={**(row["timings"] or {}), **(c.timings or {})},
+        )
+    )
+    return cycle_record(cycle_row(conn, c.cycle_id))
+
+
 class CyclesMixin(CatalogBase):
     """Cycle attempts: begin, stage, fail, abort, and their timings."""
 
@@ -44,37 +106,16 @@ class CyclesMixin(CatalogBase):
 
         Fenced. CheckpointExistsError when the window is complete already.
         """
+        return self.begin_cycles(job, [window], generation, plan_version)[0]
+
+    def begin_cycles(
+        self, job: str, windows: list[int], generation: int, plan_version: str | None
+    ) -> list[CycleRecord]:
+        """:meth:`begin_cycle` for each of ``windows`` (a catch-up group), in one transaction:
+        all of them begin, or none does."""
         with self._write() as conn:
             check_generation(conn, job, generation, self.url)
-            if complete_row(conn, job, window) is not None:
-                raise CheckpointExistsError(
-                    f"job '{job}': window {window} is complete already; run the next window, or roll "
-                    f"back with `lockgate restore {job} --window W` (W < {window}) to run it again"
-                )
-            previous = conn.execute(
-                sa.select(sa.func.max(cycles_table.c.attempt)).where(
-                    cycles_table.c.job == job, cycles_table.c.window == window
-                )
-            ).scalar()
-            result = conn.execute(
-                sa.insert(cycles_table).values(
-                    job=job,
-                    window=window,
-                    attempt=(previous or 0) + 1,
-                    generation=generation,
-                    plan_version=plan_version,
-                    state=CycleState.RUNNING.value,
-                    manifest=None,
-                    rows_in=0,
-                    rows_out=0,
-                    late_rows=0,
-                    timings={},
-                    error=None,
-                    started=utcnow(),
-                    finished=None,
-                )
-            )
-            return cycle_record(cycle_row(conn, result.inserted_primary_key[0]))
+            return [_begin(conn, job, w, generation, plan_version) for w in windows]
 
     def stage_cycle(
         self,
@@ -90,24 +131,21 @@ class CyclesMixin(CatalogBase):
 
         Fenced; ``timings`` (phase -> ms) are merged into the cycle's timings.
         """
+        return self.stage_cycles(generation, [StagedCycle(cycle_id, manifest, rows_in, rows_out, late_rows, timings)])[0]
+
+    def stage_cycles(self, generation: int, cycles: list[StagedCycle]) -> list[CycleRecord]:
+        """:meth:`stage_cycle` for each of ``cycles`` (a catch-up group), in one transaction:
+        all of them are staged, or none is."""
         with self._write() as conn:
-            job = cycle_row(conn, cycle_id)["job"]
-            check_generation(conn, job, generation, self.url)
-            row = cycle_row(conn, cycle_id)
-            expect_cycle_state(row, "stage", CycleState.RUNNING)
-            conn.execute(
-                sa.update(cycles_table)
-                .where(cycles_table.c.id == cycle_id)
-                .values(
-                    state=CycleState.STAGED.value,
-                    manifest=dict(manifest),
-                    rows_in=rows_in,
-                    rows_out=rows_out,
-                    late_rows=late_rows,
-                    timings={**(row["timings"] or {}), **(timings or {})},
-                )
-            )
-            return cycle_record(cycle_row(conn, cycle_id))
+            checked: set[str] = set()
+            out = []
+            for c in cycles:
+                row = cycle_row(conn, c.cycle_id)
+                if row["job"] not in checked:
+                    check_generation(conn, row["job"], generation, self.url)
+                    checked.add(row["job"])
+                out.append(_stage(conn, row, c))
+            return out
 
     def fail_cycle(self, cycle_id: int, error: str) -> CycleRecord:
         """RUNNING or STAGED -> FAILED with ``error``. A cycle already FAILED or ABORTED is
