@@ -8,8 +8,11 @@ sequence without Airflow's own scheduling delay, the way the operator drives Loc
 - **controller**: a ``lockgate server`` with ``--standby-workers 1`` (started and warm before the
   first run, as a service is); each run is ``Client.run`` over the next range of windows, started
   ``--gap`` seconds after the previous one ended (Airflow's scheduler starts the next queued run a
-  few seconds after one ends). A worker is never reused after a run, so what matters is whether
-  the standby that replaced it is warm by the next run;
+  few seconds after one ends). The worker of a run that ended cleanly waits for the job's next run
+  (``--worker-keep``, 120 s by default), which starts on it;
+- **controller_no_keep**: the same with ``--worker-keep 0``: every run's worker is shut down when
+  the run ends, and the next run takes the standby that replaced it (as every run did before
+  workers were kept);
 - **embedded**: each run is a new ``lockgate run`` process over the same ranges (what an embedded
   task does: its own Python, JVM and compile);
 - **one_run**: one ``lockgate run`` process over every range at once (one task over the whole
@@ -63,13 +66,15 @@ def _env(home: Path) -> dict[str, str]:
     return env
 
 
-def _controller(root: Path) -> tuple[subprocess.Popen[bytes], str, Path]:
+def _controller(root: Path, keep: float | None) -> tuple[subprocess.Popen[bytes], str, Path]:
     port = _free_port()
+    root.mkdir(parents=True, exist_ok=True)
     log = root / "controller.log"
     with open(log, "wb") as fh:
         proc = subprocess.Popen(
             [sys.executable, "-m", "lockgate.cli.main", "server", "--home", str(root / "home"), "--port", str(port),
-             "--standby-workers", "1", "--allow-any-pipeline"],
+             "--standby-workers", "1", "--allow-any-pipeline",
+             *(["--worker-keep", str(keep)] if keep is not None else [])],
             stdout=fh, stderr=subprocess.STDOUT, env=_env(root / "home"), start_new_session=True)
     deadline = time.time() + 180
     while "listening on" not in log.read_text(errors="replace"):
@@ -87,10 +92,11 @@ def _wait_for_idle_worker(client: Any, timeout: float = 180) -> None:
         time.sleep(0.5)
 
 
-def run_controller(ref: str, ranges: list[tuple[int, int]], gap: float, root: Path) -> list[dict[str, Any]]:
+def run_controller(ref: str, ranges: list[tuple[int, int]], gap: float, root: Path,
+                   mode: str = "controller", keep: float | None = None) -> list[dict[str, Any]]:
     import lockgate as lg
 
-    proc, url, _log = _controller(root)
+    proc, url, _log = _controller(root / mode, keep)
     rows = []
     try:
         client = lg.connect(url, timeout=120)
@@ -99,7 +105,7 @@ def run_controller(ref: str, ranges: list[tuple[int, int]], gap: float, root: Pa
             for i, (first, last) in enumerate(ranges):
                 if i:
                     time.sleep(gap)
-                idle_before = {w["pid"] for w in client.list_workers() if w["state"] == "IDLE"}
+                idle = [w for w in client.list_workers() if w["state"] == "IDLE"]
                 t0 = time.perf_counter()
                 first_done: list[float] = []
 
@@ -111,9 +117,10 @@ def run_controller(ref: str, ranges: list[tuple[int, int]], gap: float, root: Pa
                 total = time.perf_counter() - t0
                 if result.state != "FINISHED" or result.windows_run != last - first + 1:
                     raise AssertionError(f"controller run {i}: {result}")
-                rows.append({"mode": "controller", "run": i, "windows": [first, last],
+                rows.append({"mode": mode, "run": i, "windows": [first, last],
                              "to_first_commit_s": round(first_done[0], 2), "total_s": round(total, 2),
-                             "standby_ready": bool(idle_before)})
+                             "standby_ready": any(not w["job"] for w in idle),
+                             "kept_worker_ready": any(w["job"] == "queued" for w in idle)})
             committed = [c.window for c in client.list_checkpoints("queued")]
         finally:
             client.close()
@@ -150,7 +157,7 @@ def run_embedded(ref: str, ranges: list[tuple[int, int]], gap: float, root: Path
         total = time.perf_counter() - t0
         rows.append({"mode": mode, "run": i, "windows": [first, last],
                      "to_first_commit_s": round(first_commit if first_commit is not None else total, 2),
-                     "total_s": round(total, 2), "standby_ready": False})
+                     "total_s": round(total, 2), "standby_ready": False, "kept_worker_ready": False})
     return rows
 
 
@@ -160,6 +167,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--windows", type=int, default=6, help="10 s windows each run covers")
     parser.add_argument("--gap", type=float, default=5.0, help="seconds between one run's end and the next's start")
     parser.add_argument("--rate", type=int, default=1000, help="Nexmark events per second (46 of 50 are bids)")
+    parser.add_argument("--modes", default="controller,controller_no_keep,embedded,one_run",
+                        help="which of controller, controller_no_keep, embedded, one_run to run (in that order)")
     parser.add_argument("--out", default="bench/results/queued_runs.json")
     args = parser.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="lockgate-bench-queued-"))
@@ -168,8 +177,19 @@ def main(argv: list[str] | None = None) -> None:
         ref = f"{root / 'pipeline.py'}:pipeline"
         w0 = int(datetime(2026, 1, 1, tzinfo=UTC).timestamp()) // 10
         ranges = [(w0 + i * args.windows, w0 + (i + 1) * args.windows - 1) for i in range(args.runs)]
-        rows = (run_controller(ref, ranges, args.gap, root) + run_embedded(ref, ranges, args.gap, root)
-                + run_embedded(ref, [(ranges[0][0], ranges[-1][1])], 0.0, root, mode="one_run"))
+        modes = args.modes.split(",")
+        unknown = set(modes) - {"controller", "controller_no_keep", "embedded", "one_run"}
+        if unknown:
+            parser.error(f"--modes: unknown {sorted(unknown)}")
+        rows = []
+        if "controller" in modes:
+            rows += run_controller(ref, ranges, args.gap, root)
+        if "controller_no_keep" in modes:
+            rows += run_controller(ref, ranges, args.gap, root, mode="controller_no_keep", keep=0)
+        if "embedded" in modes:
+            rows += run_embedded(ref, ranges, args.gap, root)
+        if "one_run" in modes:
+            rows += run_embedded(ref, [(ranges[0][0], ranges[-1][1])], 0.0, root, mode="one_run")
     finally:
         shutil.rmtree(root, ignore_errors=True)
     report = {"date": datetime.now(UTC).strftime("%Y-%m-%d"), "cpus": os.cpu_count(), "runs": args.runs,
@@ -177,8 +197,9 @@ def main(argv: list[str] | None = None) -> None:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
     for r in rows:
-        print(f"{r['mode']:10} run {r['run']}  first window committed after {r['to_first_commit_s']:6.2f} s  "
-              f"done after {r['total_s']:6.2f} s  standby ready: {r['standby_ready']}")
+        print(f"{r['mode']:18} run {r['run']}  first window committed after {r['to_first_commit_s']:6.2f} s  "
+              f"done after {r['total_s']:6.2f} s  standby ready: {r['standby_ready']}  "
+              f"kept worker ready: {r['kept_worker_ready']}")
 
 
 if __name__ == "__main__":

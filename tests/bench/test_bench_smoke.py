@@ -165,9 +165,11 @@ def test_queued_runs_bench_smoke(repo_root: Path, tmp_path: Path) -> None:
     """``bench.queued_runs`` in short: two queued runs each way, every range committed."""
     out = tmp_path / "queued_runs.json"
     _bench_command(repo_root, "bench.queued_runs", "--runs", "2", "--windows", "2", "--gap", "0", "--rate", "100",
-                   "--out", str(out))
+                   "--modes", "controller,embedded,one_run", "--out", str(out))
     rows = json.loads(out.read_text())["rows"]
     assert [(r["mode"], r["run"]) for r in rows] == [
         ("controller", 0), ("controller", 1), ("embedded", 0), ("embedded", 1), ("one_run", 0)]
     assert [r["windows"] for r in rows[:2]] == [r["windows"] for r in rows[2:4]]
     assert all(0 < r["to_first_commit_s"] <= r["total_s"] for r in rows), rows
+    # the second run starts on the worker the first one ended on (kept for the job)
+    assert [r["kept_worker_ready"] for r in rows[:2]] == [False, True], rows

@@ -64,6 +64,9 @@ def add_server_parser(sub: Any) -> argparse.ArgumentParser:
     s.add_argument("--max-workers", type=int, default=16)
     s.add_argument("--worker-idle-timeout", type=float, default=600.0,
                    help="idle workers beyond the standby ones are shut down after this many seconds")
+    s.add_argument("--worker-keep", type=float, default=120.0,
+                   help="seconds the worker of a run that ended cleanly waits for its job's next run (a "
+                   "queued DAG run starts on it warm; it takes no other job's); 0 shuts it down at once")
     s.add_argument("--max-restarts", type=int, default=10,
                    help="restarts of a failing run before its job goes to FAILED (the count resets after "
                    "--restart-reset seconds of healthy running)")
@@ -121,6 +124,7 @@ def _config(args: argparse.Namespace, conf: dict[str, str], load_token: Any, Ser
         standby_workers=max(0, args.standby_workers),
         max_workers=max(1, args.max_workers),
         worker_idle_timeout_s=args.worker_idle_timeout,
+        worker_keep_s=max(0.0, args.worker_keep),
         max_restarts=max(0, args.max_restarts),
         restart_backoff_s=args.restart_backoff,
         restart_backoff_max_s=args.restart_backoff_max,

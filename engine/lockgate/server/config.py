@@ -36,6 +36,9 @@ class ServerConfig:
     standby_workers: int = 1
     max_workers: int = 16
     worker_idle_timeout_s: float = 600.0
+    #: how long the worker of a run that ended cleanly waits for its job's next run (0: shut
+    #: it down when the run ends)
+    worker_keep_s: float = 120.0
     max_restarts: int = 10
     restart_backoff_s: float = 0.5
     restart_backoff_max_s: float = 60.0

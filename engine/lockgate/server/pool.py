@@ -154,6 +154,9 @@ class WorkerHandle:
         self.pgid: int | None = None
         #: the job an adopted worker ran before (a recovery of that job prefers it)
         self.last_job: str | None = None
+        #: the job whose run this idle worker ended cleanly: it waits for that job's next run
+        #: (a queued DAG run) and takes no other job's
+        self.kept_for: str | None = None
         self.forgotten = False  # its record under <home>/run/workers is removed
 
     @property
@@ -261,6 +264,12 @@ class WorkerPool:
             if self._closing:
                 raise WorkerStartError("the controller is shutting down")
             alive = [h for h in self.handles.values() if h.state in _ALIVE]
+            kept = [h for h in alive if h.state == WState.IDLE and h.kept_for is not None]
+            if len(alive) >= self.config.max_workers and kept:
+                # a worker kept for some job's next run makes room for a run that needs one now
+                oldest = min(kept, key=lambda h: h.idle_since)
+                self.release(oldest, "its place is needed (--max-workers)")
+                alive.remove(oldest)
             if len(alive) >= self.config.max_workers:
                 raise ResourceExhaustedError(
                     f"the controller runs {len(alive)} workers, its limit (--max-workers "
@@ -358,6 +367,9 @@ class WorkerPool:
                     h.reserved_for = purpose
             else:
                 h.state = WState.BUSY
+                if h.kept_for is not None:
+                    log_event(log, "worker_reused", worker=h.id, job=h.kept_for)
+                    h.kept_for = None
         if h is None:
             h = self._spawn(master, reserved_for=purpose)
         self._wait_connected(h, stop, why)
@@ -367,14 +379,20 @@ class WorkerPool:
         return h
 
     def _idle(self, master: str, job: str | None = None) -> WorkerHandle | None:
-        """An idle worker on ``master``; for a job, the one that ran it before its controller
-        went away when there is one."""
+        """An idle worker on ``master``; for a job, the one kept after its last run, or the one
+        that ran it before its controller went away, when there is one. A worker kept for a job
+        is never given to another job or to a compile."""
         found = None
         for h in self.handles.values():
-            if h.state == WState.IDLE and h.master == master:
-                if job is None or h.last_job == job:
+            if h.state != WState.IDLE or h.master != master:
+                continue
+            if h.kept_for is not None:
+                if job is not None and h.kept_for == job:
                     return h
-                found = found or h
+                continue
+            if job is not None and h.last_job == job:
+                return h
+            found = found or h
         return found
 
     def _adoption_pending(self, master: str) -> bool:
@@ -620,18 +638,26 @@ class WorkerPool:
         while not h.gone() and time.monotonic() < deadline:
             time.sleep(0.1)
 
-    def give_back(self, h: WorkerHandle, reason: str) -> None:
+    def give_back(self, h: WorkerHandle, reason: str, keep_for: str | None = None) -> None:
         """Return a worker that only compiled (it ran no cycle: its session is as new) to the
-        pool; a worker that ran cycles is shut down instead."""
+        pool. A worker that ran cycles of ``keep_for``, whose run ended cleanly, waits idle for
+        that job's next run (``worker_keep_s``): a queued DAG run of the job then starts on a
+        worker that has its pipeline imported and Spark's code for it compiled. Any other
+        worker is shut down."""
         with self.cond:
-            if h.state == WState.BUSY and h.cycles_sent == 0 and not self._closing:
-                h.state = WState.IDLE
-                h.job = None
-                h.generation = 0
-                h.idle_since = time.monotonic()
-                self.cond.notify_all()
-                log_event(log, "worker_returned", worker=h.id, reason=reason)
-                return
+            if h.state == WState.BUSY and not self._closing and h.connected:
+                keep = h.cycles_sent > 0 and keep_for is not None and self.config.worker_keep_s > 0
+                if h.cycles_sent == 0 or keep:
+                    h.state = WState.IDLE
+                    h.kept_for = keep_for if keep else None
+                    h.last_job = keep_for if keep else h.last_job
+                    h.job = None
+                    h.generation = 0
+                    h.idle_since = time.monotonic()
+                    self.cond.notify_all()
+                    log_event(log, "worker_kept" if keep else "worker_returned", worker=h.id, reason=reason,
+                              job=keep_for if keep else None)
+                    return
         self.release(h, reason)
 
     def release(self, h: WorkerHandle, reason: str = "run ended") -> None:
@@ -714,13 +740,17 @@ class WorkerPool:
                                     f"(timeout {cfg.heartbeat_timeout_s:g}s)"))
                 elif not h.connected and now - h.spawned > cfg.worker_start_timeout_s:
                     lost.append((h, f"did not connect within {cfg.worker_start_timeout_s:g}s"))
+                elif h.state == WState.IDLE and h.kept_for is not None:
+                    if now - h.idle_since > cfg.worker_keep_s:
+                        release.append(h)
                 elif (h.state == WState.IDLE and now - h.idle_since > cfg.worker_idle_timeout_s
                       and self._standby_count(h.master) > self._standby_target(h.master)):
                     release.append(h)
         for h, reason in lost:
             self.mark_lost(h, reason)
         for h in release:
-            self.release(h, f"idle for {cfg.worker_idle_timeout_s:g}s")
+            idle = cfg.worker_keep_s if h.kept_for is not None else cfg.worker_idle_timeout_s
+            self.release(h, f"idle for {idle:g}s" + (f" after its run of job '{h.kept_for}'" if h.kept_for else ""))
         self._refill()
 
     def _standby_target(self, master: str) -> int:
@@ -729,7 +759,8 @@ class WorkerPool:
     def _standby_count(self, master: str) -> int:
         return sum(
             1 for h in self.handles.values()
-            if h.master == master and (h.state == WState.IDLE or (h.state == WState.STARTING and h.reserved_for is None))
+            if h.master == master and h.kept_for is None
+            and (h.state == WState.IDLE or (h.state == WState.STARTING and h.reserved_for is None))
         )
 
     def _refill(self) -> None:

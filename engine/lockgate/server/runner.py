@@ -305,8 +305,10 @@ class JobRunner:
 
     # -- the run -------------------------------------------------------------------------
     def _main(self) -> None:
+        clean = False
         try:
             self._loop()
+            clean = self.error is None
         except BaseException as err:
             log.exception("job %s: the runner crashed", self.job)
             self._fail_start(err)
@@ -316,15 +318,16 @@ class JobRunner:
                 except LockgateError:
                     log.exception("job %s: could not record the failure", self.job)
         finally:
-            self._drop_worker("run ended")
+            # a run that ended cleanly leaves its worker to the job's next run (a queued DAG run)
+            self._drop_worker("run ended", keep_for=self.job if clean else None)
             self.ctx.ended(self)
             self.started.set()
             self.done.set()
 
-    def _drop_worker(self, reason: str) -> None:
+    def _drop_worker(self, reason: str, keep_for: str | None = None) -> None:
         h, self.worker = self.worker, None
         if h is not None:
-            self.ctx.pool.give_back(h, reason)
+            self.ctx.pool.give_back(h, reason, keep_for=keep_for)
 
     def _loop(self) -> None:
         cfg = self.ctx.config

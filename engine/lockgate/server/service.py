@@ -248,7 +248,7 @@ class ControllerService(pb_grpc.ControllerServicer):
         now = time.monotonic()
         for h in self.ctl.pool.workers() if self.ctl.pool else []:
             w = pb.Worker(
-                id=h.id, pid=h.pid or 0, state=h.state.value, job=h.job or "", generation=h.generation,
+                id=h.id, pid=h.pid or 0, state=h.state.value, job=h.job or h.kept_for or "", generation=h.generation,
                 spark_master=h.master, address=h.hello.address if h.hello else "",
                 slots=h.hello.slots if h.hello else 0, status=h.status, lost_reason=h.lost_reason or "",
             )

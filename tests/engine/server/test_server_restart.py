@@ -129,8 +129,9 @@ def test_controller_kill9_and_restart_resume_exactly_on_postgres(
         assert _adopted(restarted) == set(workers), restarted.read_text()[-3000:]
         assert "worker_spawned" not in restarted.read_text()
     print("\ncontroller restart:", json.dumps(timings))
-    standby = [w["id"] for w in client.list_workers() if w["state"] == "IDLE"]
-    assert len(standby) == 1  # the job's worker was shut down when the run ended
+    idle = {w["job"]: w["id"] for w in client.list_workers() if w["state"] == "IDLE"}
+    assert sorted(idle) == ["", JOB]  # the standby, and the job's worker kept for its next run
+    standby = [idle[""]]
     client.close()
 
     # 4. a controller with another token refuses the orphans: they leave at once (not at
