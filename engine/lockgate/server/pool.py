@@ -10,8 +10,9 @@ or a recovery does not wait for a JVM to start.
 A worker is **lost** when its process exits, its task stream closes, it misses the
 heartbeat deadline, or it does not connect in time. A lost worker is fenced (every later
 heartbeat or report of it is refused with ABORTED) and, by default, its process group is
-killed. A worker assigned to a job never goes back to the pool: when the run ends, it is
-shut down.
+killed. A worker assigned to a job never goes back to the pool for other jobs: when its run
+ends cleanly it waits ``worker_keep_s`` for the same job's next run (a queued DAG run starts on
+it warm), and is shut down then, or at once when the run failed.
 
 Workers outlive a controller that dies (``kill -9``) by a grace period (``orphan_grace_s``):
 they cancel their round, drop their job and call the same address again. The next
@@ -661,7 +662,7 @@ class WorkerPool:
         self.release(h, reason)
 
     def release(self, h: WorkerHandle, reason: str = "run ended") -> None:
-        """Shut a worker down (it is never reused after it ran cycles of a job)."""
+        """Shut a worker down (a worker that ran cycles is reused only by its own job: give_back)."""
         with self.cond:
             if h.state in (WState.LOST, WState.CLOSED):
                 return
