@@ -308,7 +308,8 @@ class JobRunner:
         clean = False
         try:
             self._loop()
-            clean = self.error is None
+            # a run stopped without draining may have had its round cancelled: not kept
+            clean = self.error is None and not (self.stop_event.is_set() and not self.drain)
         except BaseException as err:
             log.exception("job %s: the runner crashed", self.job)
             self._fail_start(err)

@@ -98,9 +98,12 @@ def test_run_through_controller_and_worker_matches_embedded(setup, finished, ref
         cat.close()
     assert [s for s, _ in trans] == ["CREATED", "COMPILING", "SCHEDULING", "RUNNING", "FINISHED"]
     assert all(reason for _, reason in trans)
-    # the worker of the run was shut down; a warm standby waits in the pool
-    srv.wait_for(lambda: [w["state"] for w in client.list_workers() if w["state"] in ("IDLE", "BUSY", "STARTING")]
-                 in (["IDLE"], ["STARTING"]), 120, "one standby worker")
+    # the worker of the run waits for the job's next run (and takes no other job's); a warm
+    # standby waits in the pool for the others
+    srv.wait_for(lambda: sorted((w["state"], w["job"]) for w in client.list_workers()
+                                if w["state"] in ("IDLE", "BUSY", "STARTING"))
+                 in ([("IDLE", ""), ("IDLE", "main")], [("IDLE", "main"), ("STARTING", "")]), 60,
+                 "the run's worker kept for job 'main' and one standby")
 
 
 def test_a_run_through_the_controller_in_catch_up_groups_writes_the_same(setup, finished, reference):
@@ -110,8 +113,12 @@ def test_a_run_through_the_controller_in_catch_up_groups_writes_the_same(setup, 
     srv, root, controller, client = setup
     ref, out = srv.write_pipeline(root / "grouped", "grouped", EVENTS)
     last = srv.FIRST + srv.windows(EVENTS) - 1
+    kept_for_main = {w["id"] for w in client.list_workers() if w["state"] == "IDLE" and w["job"] == "main"}
     res = client.run(ref, job="grouped", first=srv.FIRST, last=last, catchup=2)
     assert res.state == "FINISHED" and res.windows_run == 4 and res.rows_in == 7360
+    # another job's run never takes the worker kept for 'main'
+    kept_for_grouped = {w["id"] for w in client.list_workers() if w["state"] == "IDLE" and w["job"] == "grouped"}
+    assert len(kept_for_grouped) == 1 and not kept_for_grouped & kept_for_main
     assert srv.outputs(client.read_sink, "grouped", out) == reference(EVENTS)
     cps = client.list_checkpoints("grouped")
     assert [c.window for c in cps] == list(range(srv.FIRST, last + 1))
