@@ -221,11 +221,18 @@ class CycleRunner:
             staged = stage_table(df.toArrow(), sink, **where)
         else:
             staged = stage_sink(df, sink, **where)
-            if name not in self._sink_on_driver:
-                schema = df.schema  # once per sink and runner; no file stores zero columns
-                self._sink_on_driver[name] = driver_stageable(sink) and bool(schema.fields) and driver_writable(schema)
+            self._stages_on_driver(name, sink, df)
         self._last_staged_rows[name] = int(staged["rows"])
         return staged
+
+    def _stages_on_driver(self, name: str, sink: dict[str, Any], df: DataFrame, *internal: str) -> bool:
+        """Whether sink ``name`` can be staged from the driver (``df``: its output, with the
+        ``internal`` columns dropped); its schema is looked up once per sink and runner (no
+        file stores zero columns)."""
+        if name not in self._sink_on_driver:
+            schema = df.drop(*internal).schema if internal else df.schema
+            self._sink_on_driver[name] = driver_stageable(sink) and bool(schema.fields) and driver_writable(schema)
+        return self._sink_on_driver[name]
 
     def bounds(self, window: int) -> tuple[int, int]:
         """``(start, end)`` of cycle window ``window`` in microseconds, end exclusive."""
@@ -700,17 +707,15 @@ class CycleRunner:
             expected = None if last is None else max(last, 1) * len(windows)
             output = df.filter(F.col(TAG) >= F.lit(windows[0]))
             table = None
-            if name not in self._sink_on_driver:
-                schema = output.drop(TAG).schema  # once per sink and runner
-                self._sink_on_driver[name] = driver_stageable(sink) and bool(schema.fields) and driver_writable(schema)
-            if self._sink_on_driver[name] and expected is None and self.driver_stage_rows > 0:
+            on_driver = self._stages_on_driver(name, sink, output, TAG)
+            if on_driver and expected is None and self.driver_stage_rows > 0:
                 # the runner's first group: no round says how large the output is, so collect at
                 # most the driver path's limit and take the driver path when that was all of it
                 # (a first backfill group of a Parquet sink otherwise wrote one Spark job per window)
                 probe = output.limit(self.driver_stage_rows + 1).toArrow()
                 if probe.num_rows <= self.driver_stage_rows:
                     table = probe
-            elif self._sink_on_driver[name] and within(expected, self.driver_stage_rows):
+            elif on_driver and within(expected, self.driver_stage_rows):
                 table = output.toArrow()
             if table is not None:
                 tags = table.column(TAG)

@@ -153,12 +153,16 @@ class WorkerHandle:
         #: adopted from a controller that went away (no Popen here: pid and group come from its hello)
         self.adopted = False
         self.pgid: int | None = None
-        #: the job an adopted worker ran before (a recovery of that job prefers it)
+        #: the job an adopted worker ran before (a recovery of that job prefers it), or the job
+        #: whose run a kept worker ended
         self.last_job: str | None = None
-        #: the job whose run this idle worker ended cleanly: it waits for that job's next run
-        #: (a queued DAG run) and takes no other job's
-        self.kept_for: str | None = None
         self.forgotten = False  # its record under <home>/run/workers is removed
+
+    @property
+    def kept_for(self) -> str | None:
+        """The job an idle worker that ran cycles waits for (see :meth:`WorkerPool.give_back`):
+        it takes that job's next run and no other job's. None for any other worker."""
+        return self.last_job if self.state == WState.IDLE and self.cycles_sent > 0 else None
 
     @property
     def pid(self) -> int | None:
@@ -367,10 +371,9 @@ class WorkerPool:
                 if h is not None:
                     h.reserved_for = purpose
             else:
-                h.state = WState.BUSY
                 if h.kept_for is not None:
                     log_event(log, "worker_reused", worker=h.id, job=h.kept_for)
-                    h.kept_for = None
+                h.state = WState.BUSY
         if h is None:
             h = self._spawn(master, reserved_for=purpose)
         self._wait_connected(h, stop, why)
@@ -649,8 +652,7 @@ class WorkerPool:
             if h.state == WState.BUSY and not self._closing and h.connected:
                 keep = h.cycles_sent > 0 and keep_for is not None and self.config.worker_keep_s > 0
                 if h.cycles_sent == 0 or keep:
-                    h.state = WState.IDLE
-                    h.kept_for = keep_for if keep else None
+                    h.state = WState.IDLE  # kept (kept_for) when it ran cycles
                     h.last_job = keep_for if keep else h.last_job
                     h.job = None
                     h.generation = 0
