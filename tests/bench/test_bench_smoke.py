@@ -173,3 +173,15 @@ def test_queued_runs_bench_smoke(repo_root: Path, tmp_path: Path) -> None:
     assert all(0 < r["to_first_commit_s"] <= r["total_s"] for r in rows), rows
     # the second run starts on the worker the first one ended on (kept for the job)
     assert [r["kept_worker_ready"] for r in rows[:2]] == [False, True], rows
+
+
+def test_graph_small_bench_smoke(repo_root: Path, tmp_path: Path) -> None:
+    """``bench.graph_small --quick``: both paths measured and checked, no Spark job in a driver-side
+    superstep of components."""
+    out = tmp_path / "graph_small.json"
+    _bench_command(repo_root, "bench.graph_small", "--quick", "--out", str(out))
+    rows = {r["program"]: r for r in json.loads(out.read_text())["rows"]}
+    assert set(rows) == {"components", "pagerank"} and all(r["checked"] for r in rows.values())
+    assert rows["components"]["driver"]["jobs_per_superstep"] == 0
+    assert rows["components"]["spark"]["jobs_per_superstep"] >= 2
+    assert (tmp_path / "graph_small.md").read_text().startswith("### Supersteps of small graphs")

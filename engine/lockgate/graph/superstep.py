@@ -37,6 +37,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -53,7 +55,11 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from lockgate.graph import local
 from lockgate.graph.compute import (
+    MAX,
+    MIN,
+    SUM,
     AggregateContext,
     EdgeContext,
     Halt,
@@ -90,6 +96,24 @@ BROADCAST_SENDERS = 500_000
 #: Parquet row-group size of the edges copied into the folder: Spark splits a file's scan between
 #: tasks only at row groups, and every superstep scans the edges (one 128 MiB row group: one task)
 EDGE_ROW_GROUP_BYTES = 2 * 1024 * 1024
+
+
+#: the two ways messages travel: (the edge column of the sender, the edge column of the receiver)
+ROUTES = {"send_out": ("src", "dst"), "send_in": ("dst", "src")}
+
+
+@dataclass
+class _Computed:
+    """A superstep's ``compute`` over the previous state (see ``SuperstepDriver._step``)."""
+
+    frame: DataFrame
+    #: the ways the vertices send messages (``send_out``, ``send_in``): columns ``__<way>``
+    sends: list[str]
+    #: every vertex computes (else only those with messages)
+    everyone: bool
+    evolving: bool
+    attrs: list[str]
+    message_type: DataType
 
 
 @dataclass
@@ -184,7 +208,9 @@ class SuperstepDriver:
     every ``k`` supersteps and at the last one; the supersteps between are held by Spark alone
     (``localCheckpoint``: the lineage is cut all the same). ``tag`` is recorded in the folder's
     manifest (:meth:`tag_of` reads it back): what the computation started from. The state of a
-    graph of at most ``driver_vertices`` vertices is collected and written from the driver.
+    graph of at most ``driver_vertices`` vertices is collected and written from the driver, and a
+    graph of at most ``local_vertices`` vertices and :data:`~lockgate.graph.local.LOCAL_EDGES`
+    edges runs its supersteps on the driver (:mod:`lockgate.graph.local`; 0: always Spark).
 
     >>> # driver = SuperstepDriver(PageRank(), "/tmp/pr", spark=spark, on_superstep=record)
     >>> # result = driver.run(edges); result.output
@@ -202,6 +228,7 @@ class SuperstepDriver:
         checkpoint_every: int = 1,
         tag: dict[str, Any] | None = None,
         driver_vertices: int = DRIVER_VERTICES,
+        local_vertices: int | None = None,
     ):
         if not isinstance(program, VertexProgram):
             raise ProgramReturnError(
@@ -226,6 +253,13 @@ class SuperstepDriver:
         #: collected with ``toArrow`` and written as one Parquet file, which saves a distributed
         #: write and its commit per superstep (0: always Spark)
         self.driver_vertices = driver_vertices
+        #: a graph of at most this many vertices runs on the driver (None: ``local.LOCAL_VERTICES``
+        #: when the superstep starts, so that it can be set for a whole process)
+        self.local_vertices = local_vertices
+        #: the small graph held on the driver (None: the supersteps run as Spark jobs)
+        self._local: local.LocalGraph | None = None
+        #: the superstep and state the last driver-side write wrote
+        self._written: tuple[int, pa.Table] | None = None
         if program.halt_when is None and self.max_supersteps is None and not program.has_converged():
             raise NoHaltingRuleError(
                 f"{program.name} has no halting rule and no bound: it would run supersteps forever. "
@@ -376,6 +410,7 @@ class SuperstepDriver:
         started = time.perf_counter()
         with_old = state0.withColumn("__old", F.col(VALUE)).withColumn("__active", F.lit(True))
         stats = self._write(0, with_old, with_old.withColumn("__changed", F.lit(True)), started)
+        self._localize(0)
         return self._loop(stats, stop_after)
 
     def resume(self, *, from_superstep: int | None = None, stop_after: int | None = None) -> GraphResult:
@@ -423,6 +458,7 @@ class SuperstepDriver:
         stats = SuperstepStats.from_json(record)
         if stats.halted_by is not None:
             return self._result(stats, [])
+        self._localize(last)
         return self._loop(stats, stop_after, resumed=True)
 
     # -- the loop ------------------------------------------------------------------------------
@@ -488,21 +524,68 @@ class SuperstepDriver:
     def _superstep(self, s: int, aggregates: dict[str, Any], delivered: int | None = None) -> SuperstepStats:
         """Superstep ``s`` (``delivered``: the messages superstep ``s - 1`` sent, which bounds the
         senders of a superstep where only the vertices with messages compute)."""
+        if self._local is not None:
+            return self._superstep_local(s, aggregates)
         started = time.perf_counter()
-        program = self.program
-        assert self._state_schema is not None
-        value_type = self._state_schema[VALUE].dataType
-        message_type = self._state_schema[INBOX].dataType
         prev = self._state(s - 1)
-        attrs = [c for c in prev.columns if c != "id" and not c.startswith("__")]
-        evolving = self._dynamic and s == 1 and program.has_evolve()
-        fn = "evolve" if evolving else "compute"
         touched = None
-        if evolving:
+        if self._evolving(s):
             new_edges = self.spark.read.schema(self._edges_schema).parquet(self.folder.new_edges_uri)
             ends = new_edges.select(F.col("src").alias("id")).union(new_edges.select(F.col("dst").alias("id")))
             prev = prev.join(ends.distinct().withColumn("__touched", F.lit(True)), "id", "left")
             touched = F.coalesce(F.col("__touched"), F.lit(False))
+        step = self._step(s, aggregates, prev, touched)
+        computed, sends = step.frame, step.sends
+        attrs, message_type = step.attrs, step.message_type
+
+        routes = (
+            self.spark.read.schema(self._edges_schema).parquet(self.folder.new_edges_uri)
+            if step.evolving
+            else self._edges()
+        )
+        few_senders = not step.everyone and delivered is not None and delivered <= BROADCAST_SENDERS
+        parts = []
+        for k, (key, _) in ROUTES.items():
+            if k not in sends:
+                continue
+            sender = computed.where(F.col(f"__{k}").isNotNull()).select(
+                F.col("id").alias("__sender"), F.col(f"__{k}").alias("__message")
+            )
+            if few_senders:  # the edges are scanned once, not shuffled (Spark sizes the state by its files)
+                sender = F.broadcast(sender)
+            joined = sender.join(routes, F.col("__sender") == routes[key])
+            parts.append(self._along_edge(k, joined, message_type))
+
+        if parts:
+            # one shuffle: the vertices and their messages grouped by vertex together (no join)
+            keep = [*attrs, VALUE, "__old", "__active", OUT_DEGREE, IN_DEGREE, "__vertex"]
+            rows = computed.select("id", *keep[:-1], F.lit(True).alias("__vertex"))
+            for part in parts:
+                rows = rows.unionByName(part, allowMissingColumns=True)
+            new = self._combined(rows, message_type, [F.first(c, ignorenulls=True).alias(c) for c in keep])
+            new = new.where(F.col("__vertex"))
+        else:
+            new = computed.withColumn(INBOX, F.lit(None).cast(message_type)).withColumn(
+                COUNT, F.lit(0).cast(LongType())
+            )
+        changed = new.withColumn("__changed", ~F.col(VALUE).eqNullSafe(F.col("__old")))
+        return self._write(s, new, changed, started)
+
+    def _evolving(self, s: int) -> bool:
+        """True when superstep ``s`` runs the program's ``evolve`` (over the window's new edges)."""
+        return self._dynamic and s == 1 and self.program.has_evolve()
+
+    def _step(self, s: int, aggregates: dict[str, Any], prev: DataFrame, touched: Column | None) -> _Computed:
+        """The program's ``compute`` (or ``evolve``) over ``prev``, type-checked: every vertex's new
+        value (``VALUE``, the old one as ``__old``), whether it computed (``__active``) and its
+        messages (``__send_out``, ``__send_in``), with the attributes and degrees."""
+        program = self.program
+        assert self._state_schema is not None
+        value_type = self._state_schema[VALUE].dataType
+        message_type = self._state_schema[INBOX].dataType
+        attrs = [c for c in prev.columns if c != "id" and not c.startswith("__")]
+        evolving = self._evolving(s)
+        fn = "evolve" if evolving else "compute"
         ctx = VertexContext(
             id=F.col("id"),
             value=F.col(VALUE),
@@ -540,9 +623,9 @@ class SuperstepDriver:
         assert value is not None
         if not everyone:
             value = F.when(active, value).otherwise(F.col(VALUE))
-        sends = {k: shaped(k) for k in ("send_out", "send_in")}
+        sends = {k: shaped(k) for k in ROUTES}
         sends = {k: (c if everyone else F.when(active, c)) for k, c in sends.items() if c is not None}
-        computed = prev.select(
+        frame = prev.select(
             "id",
             *attrs,
             value.alias(VALUE),
@@ -552,83 +635,172 @@ class SuperstepDriver:
             F.col(OUT_DEGREE),
             F.col(IN_DEGREE),
         )
+        return _Computed(frame, list(sends), everyone, evolving, attrs, message_type)
 
-        routes = (
-            self.spark.read.schema(self._edges_schema).parquet(self.folder.new_edges_uri)
-            if evolving
-            else self._edges()
-        )
-        few_senders = not everyone and delivered is not None and delivered <= BROADCAST_SENDERS
-        parts = []
-        for k, (key, to) in {"send_out": ("src", "dst"), "send_in": ("dst", "src")}.items():
-            if k not in sends:
-                continue
-            sender = computed.where(F.col(f"__{k}").isNotNull()).select(
-                F.col("id").alias("__sender"), F.col(f"__{k}").alias("__message")
+    def _along_edge(self, k: str, joined: DataFrame, message_type: DataType) -> DataFrame:
+        """The ``k`` messages (``send_out``, ``send_in``) joined with their edges as they arrive:
+        ``id`` (the receiving vertex) and ``__m``, shaped by the program's ``along_edge``."""
+        program = self.program
+        to = ROUTES[k][1]
+        edge = EdgeContext(src=F.col("src"), dst=F.col("dst"), direction="out" if k == "send_out" else "in")
+        message = program.along_edge(F.col("__message"), edge)
+        part = joined.select(F.col(to).alias("id"), message.alias("__m"))
+        t = part.schema["__m"].dataType
+        if not _same_type(t, message_type):
+            raise MessageTypeError(
+                f"{program.name}.along_edge turned a {k} message of type {_type_name(message_type)} into "
+                f"{_type_name(t)}, but {program.name}'s messages are {_type_name(message_type)}. Fix: "
+                f"cast it in {program.name}.along_edge, e.g. .cast('{_type_name(message_type)}'), or set "
+                f"{program.name}.message_type"
             )
-            if few_senders:  # the edges are scanned once, not shuffled (Spark sizes the state by its files)
-                sender = F.broadcast(sender)
-            joined = sender.join(routes, F.col("__sender") == routes[key])
-            edge = EdgeContext(src=F.col("src"), dst=F.col("dst"), direction="out" if k == "send_out" else "in")
-            message = program.along_edge(F.col("__message"), edge)
-            part = joined.select(F.col(to).alias("id"), message.alias("__m"))
-            t = part.schema["__m"].dataType
-            if not _same_type(t, message_type):
+        return part
+
+    def _combined(self, rows: DataFrame, message_type: DataType, keep: list[Column]) -> DataFrame:
+        """``rows`` (``id``, messages ``__m``) grouped by ``id``: ``keep``, the combined message
+        (``INBOX``, of the message type) and how many were combined (``COUNT``)."""
+        program = self.program
+
+        def grouped(cast: bool) -> DataFrame:
+            combined = program.combiner.aggregate(F.col("__m"))
+            return rows.groupBy("id").agg(
+                *keep,
+                (combined.cast(message_type) if cast else combined).alias(INBOX),
+                F.count("__m").alias(COUNT),
+            )
+
+        new = grouped(cast=False)
+        t = new.schema[INBOX].dataType
+        if not _same_type(t, message_type):
+            if not program.combiner.cast:
                 raise MessageTypeError(
-                    f"{program.name}.along_edge turned a {k} message of type {_type_name(message_type)} into "
-                    f"{_type_name(t)}, but {program.name}'s messages are {_type_name(message_type)}. Fix: "
-                    f"cast it in {program.name}.along_edge, e.g. .cast('{_type_name(message_type)}'), or set "
-                    f"{program.name}.message_type"
+                    f"{program.name}.combiner ({program.combiner.name}) combines messages of type "
+                    f"{_type_name(message_type)} into {_type_name(t)}. Fix: make the combiner's aggregate "
+                    f"keep the type, e.g. .cast('{_type_name(message_type)}')"
                 )
-            parts.append(part)
+            new = grouped(cast=True)
+        return new
 
-        if parts:
-            # one shuffle: the vertices and their messages grouped by vertex together (no join)
-            keep = [*attrs, VALUE, "__old", "__active", OUT_DEGREE, IN_DEGREE, "__vertex"]
-            rows = computed.select("id", *keep[:-1], F.lit(True).alias("__vertex"))
-            for part in parts:
-                rows = rows.unionByName(part, allowMissingColumns=True)
+    # -- a small graph on the driver -----------------------------------------------------------
 
-            def grouped(cast: bool) -> DataFrame:
-                combined = program.combiner.aggregate(F.col("__m"))
-                return rows.groupBy("id").agg(
-                    *[F.first(c, ignorenulls=True).alias(c) for c in keep],
-                    (combined.cast(message_type) if cast else combined).alias(INBOX),
-                    F.count("__m").alias(COUNT),
-                )
-
-            new = grouped(cast=False)
-            t = new.schema[INBOX].dataType
-            if not _same_type(t, message_type):
-                if not program.combiner.cast:
-                    raise MessageTypeError(
-                        f"{program.name}.combiner ({program.combiner.name}) combines messages of type "
-                        f"{_type_name(message_type)} into {_type_name(t)}. Fix: make the combiner's aggregate "
-                        f"keep the type, e.g. .cast('{_type_name(message_type)}')"
-                    )
-                new = grouped(cast=True)
-            new = new.where(F.col("__vertex"))
-        else:
-            new = computed.withColumn(INBOX, F.lit(None).cast(message_type)).withColumn(
-                COUNT, F.lit(0).cast(LongType())
+    def _localize(self, s: int) -> None:
+        """Hold the graph on the driver from superstep ``s`` on when it is small enough (see
+        :mod:`lockgate.graph.local`): its edges are read once, its state taken from the write of
+        superstep ``s`` (or read back, on a resume)."""
+        self._local = None
+        limit = local.LOCAL_VERTICES if self.local_vertices is None else self.local_vertices
+        assert self._state_schema is not None and self._edges_schema is not None
+        plain = all(isinstance(f.dataType, _PLAIN) for f in [*self._state_schema, *self._edges_schema])
+        if not (plain and 0 < self._num_vertices <= limit):
+            return
+        edges = local.collect_table(self._edges().limit(local.LOCAL_EDGES + 1))
+        if edges.num_rows > local.LOCAL_EDGES:
+            return
+        new_edges = None
+        if self._evolving(s + 1):
+            new_edges = local.collect_table(
+                self.spark.read.schema(self._edges_schema).parquet(self.folder.new_edges_uri)
             )
-        changed = new.withColumn("__changed", ~F.col(VALUE).eqNullSafe(F.col("__old")))
-        return self._write(s, new, changed, started)
+        if self._written is not None and self._written[0] == s:
+            state = self._written[1]
+        else:
+            state = local.collect_table(self._state(s))
+        self._local = local.LocalGraph(edges, new_edges, state.cast(self._arrow_state_schema()))
 
-    def _persist(self, frame: DataFrame, s: int) -> None:
+    def _arrow_state_schema(self) -> pa.Schema:
+        assert self._state_schema is not None
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        return to_arrow_schema(self._state_schema)
+
+    def _superstep_local(self, s: int, aggregates: dict[str, Any]) -> SuperstepStats:
+        """Superstep ``s`` of a graph held on the driver (:mod:`lockgate.graph.local`)."""
+        started = time.perf_counter()
+        held = self._local
+        assert held is not None and self._state_schema is not None
+        program = self.program
+        table = held.state
+        touched = None
+        if self._evolving(s):
+            assert held.new_edges is not None
+            table = table.append_column("__touched", local.touched(table["id"], held.new_edges))
+            touched = F.col("__touched")
+        step = self._step(s, aggregates, self.spark.createDataFrame(table), touched)
+        frame = step.frame
+        user = self._user_aggregates(s)
+        observation = None
+        if user:  # observed in the same pass: over the new values and the old, which routing leaves alone
+            observation = Observation(f"lockgate_graph_{id(self)}_{s}_{time.monotonic_ns()}")
+            frame = frame.observe(observation, *[c.alias(name) for name, c in user.items()])
+        computed = local.collect_table(frame)
+        metrics = observation.get if observation is not None else {}
+
+        routes = held.new_edges if step.evolving else held.edges
+        assert routes is not None
+        arrow_message = self._arrow_state_schema().field(INBOX).type
+        identity = type(program).along_edge is VertexProgram.along_edge
+        parts = []
+        for k, (key, to) in ROUTES.items():
+            if k not in step.sends:
+                continue
+            joined = local.route(computed, f"__{k}", routes, key)
+            if identity:
+                parts.append(joined.select([to, "__message"]).rename_columns(["id", "__m"]))
+            else:
+                part = self._along_edge(k, self.spark.createDataFrame(joined), step.message_type)
+                parts.append(local.collect_table(part).cast(pa.schema([("id", joined.schema.field(to).type),
+                                                                        ("__m", arrow_message)])))
+        ids = computed["id"]
+        if not parts:
+            inbox = pa.nulls(len(ids), arrow_message)
+            count = pa.array([0] * len(ids), pa.int64())
+        else:
+            messages = pa.concat_tables(parts)
+            if local.combinable(program.combiner.name, messages) and program.combiner in (SUM, MIN, MAX):
+                inbox, count = local.combine(ids, messages, program.combiner.name, arrow_message)
+            else:  # a custom combiner: a Spark aggregate over the messages
+                combined = self._combined(self.spark.createDataFrame(messages), step.message_type, [])
+                inbox, count = local.align(ids, local.collect_table(combined), INBOX, COUNT)
+
+        new = computed.append_column(INBOX, inbox).append_column(COUNT, count)
+        state = new.select(self._state_schema.fieldNames()).cast(self._arrow_state_schema())
+        held.state = state
+        stats = SuperstepStats(
+            superstep=s,
+            messages_sent=int(pc.sum(count).as_py() or 0),
+            vertices_changed=local.count_true(local.changed(new[VALUE], new["__old"])),
+            active_vertices=local.count_true(new["__active"]),
+            elapsed_ms=0.0,
+            num_vertices=self._num_vertices,
+            aggregates={name: _jsonable(metrics.get(name)) for name in user},
+            state_uri=self.folder.superstep_uri(s),
+        )
+        written = s % self.checkpoint_every == 0
+        if written:
+            self._persist(state, s)
+        else:
+            self._held = {s: state}
+        return self._close(stats, written, started)
+
+    # -- writing a superstep -------------------------------------------------------------------
+
+    def _persist(self, frame: DataFrame | pa.Table, s: int) -> None:
         """Write superstep ``s``'s state: from the driver for a small graph, else by Spark."""
         assert self._state_schema is not None
+        if isinstance(frame, pa.Table):
+            self.folder.write_state(s, frame)
+            self._written = (s, frame)
+            return
         small = 0 < self._num_vertices <= self.driver_vertices
         if small and all(isinstance(f.dataType, _PLAIN) for f in self._state_schema.fields):
-            self.folder.write_state(s, frame.toArrow())
+            table = frame.toArrow()
+            self.folder.write_state(s, table)
+            self._written = (s, table)
         else:
             frame.write.mode("overwrite").parquet(self.folder.superstep_uri(s))
 
-    def _write(self, s: int, new: DataFrame, changed: DataFrame, started: float) -> SuperstepStats:
-        """Write superstep ``s``'s state (``new`` has ``__old`` and ``__active``; ``changed``
-        adds ``__changed``), with its stats observed in the same job, then decide whether to halt."""
+    def _user_aggregates(self, s: int) -> dict[str, Column]:
+        """The program's aggregates over superstep ``s``'s state (names checked)."""
         program = self.program
-        assert self._state_schema is not None
         actx = AggregateContext(
             id=F.col("id"),
             value=F.col(VALUE),
@@ -642,6 +814,13 @@ class SuperstepDriver:
         for name in user:
             if name.startswith("__"):
                 raise GraphInputError(f"{program.name}.aggregates: the name {name!r} is reserved (starts with __)")
+        return user
+
+    def _write(self, s: int, new: DataFrame, changed: DataFrame, started: float) -> SuperstepStats:
+        """Write superstep ``s``'s state (``new`` has ``__old`` and ``__active``; ``changed``
+        adds ``__changed``), with its stats observed in the same job, then decide whether to halt."""
+        assert self._state_schema is not None
+        user = self._user_aggregates(s)
         observation = Observation(f"lockgate_graph_{id(self)}_{s}_{time.monotonic_ns()}")
         observed = changed.observe(
             observation,
@@ -658,7 +837,6 @@ class SuperstepDriver:
         else:  # held by Spark: the lineage is cut, the folder is not written
             self._held = {s: frame.localCheckpoint(eager=True)}
         metrics = observation.get
-        aggregates = {name: _jsonable(metrics.get(name)) for name in user}
         stats = SuperstepStats(
             superstep=s,
             messages_sent=int(metrics["__messages"]),
@@ -666,9 +844,15 @@ class SuperstepDriver:
             active_vertices=int(metrics["__active"]),
             elapsed_ms=0.0,
             num_vertices=self._num_vertices,
-            aggregates=aggregates,
+            aggregates={name: _jsonable(metrics.get(name)) for name in user},
             state_uri=self.folder.superstep_uri(s),
         )
+        return self._close(stats, written, started)
+
+    def _close(self, stats: SuperstepStats, written: bool, started: float) -> SuperstepStats:
+        """Decide whether the computation halts after ``stats``' superstep, write the state it held
+        when it does (the final state is always checkpointed), and record a written superstep."""
+        program, s = self.program, stats.superstep
         halted_by = None
         if s > 0:
             if program.halt_when is Halt.NO_MESSAGES and stats.messages_sent == 0:
@@ -679,7 +863,7 @@ class SuperstepDriver:
                 halted_by = "converged"
             elif self.max_supersteps is not None and s >= self.max_supersteps:
                 halted_by = "max_supersteps"
-        if halted_by is not None and not written:  # the final state is always checkpointed
+        if halted_by is not None and not written:
             self._persist(self._held[s], s)
             self._held.clear()
             written = True

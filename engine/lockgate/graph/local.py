@@ -1,0 +1,139 @@
+"""Supersteps of a small graph held on the driver: the edges and the vertex state as Arrow tables.
+
+A superstep over a few thousand vertices is a few milliseconds of work, but as Spark jobs (a join
+with the edges, a shuffle to combine the messages, a Parquet write read back) it costs most of a
+second of scheduling. When the graph is small (:data:`LOCAL_VERTICES`, :data:`LOCAL_EDGES`) the
+driver keeps the edges and the last superstep's state in memory and runs a superstep as:
+
+1. the program's Column expressions evaluated by Spark over the state as a local relation (a
+   projection Spark's optimizer folds into the relation: no Spark job; one small job when the
+   program has aggregates, observed in the same pass);
+2. the messages joined with the edges and combined per receiving vertex here, with Arrow
+   (:func:`route`, :func:`combine`), for the built-in combiners; ``along_edge`` and custom
+   combiners are still Spark expressions over local relations;
+3. the state written as one Parquet file from the driver: every checkpointed superstep is on disk
+   exactly as the Spark path writes it, so a resume (either way) reads the same folder.
+
+The results equal the Spark path's (the same expressions, the same combiners; a sum of floating
+point messages is added in another order, as Spark's partitions would).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.pandas.types import to_arrow_schema
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+#: a graph of at most this many vertices runs its supersteps on the driver
+LOCAL_VERTICES = 10_000
+#: ... and of at most this many edges
+LOCAL_EDGES = 200_000
+#: the combiners :func:`combine` does with Arrow (others run as Spark aggregates)
+ARROW_COMBINERS = ("sum", "min", "max")
+
+
+@dataclass
+class LocalGraph:
+    """What a run keeps on the driver for a small graph: its edges (``new_edges``: a dynamic run's
+    new ones, for ``evolve``) and the state of the last superstep, in the state schema's columns."""
+
+    edges: pa.Table
+    new_edges: pa.Table | None
+    state: pa.Table
+
+
+def collect_table(df: DataFrame) -> pa.Table:
+    """``df``'s rows as an Arrow table of its schema's types.
+
+    ``collect`` rather than ``toArrow``: over a local relation Spark folds the projection and
+    returns its rows without a Spark job, where ``toArrow`` always runs one.
+    """
+    schema = to_arrow_schema(df.schema)
+    rows = df.collect()
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in schema]
+    arrays = [pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def route(computed: pa.Table, send: str, routes: pa.Table, key: str) -> pa.Table:
+    """The messages of column ``send`` of ``computed`` (``id``, the message; null: nothing sent)
+    joined with the edges ``routes`` on ``key`` (``src`` for messages sent along out-edges, ``dst``
+    along in-edges): one row per message and edge, ``__message`` with every edge column."""
+    senders = computed.select(["id", send]).filter(pc.is_valid(computed[send]))
+    senders = senders.rename_columns(["__sender", "__message"])
+    return senders.join(routes, keys="__sender", right_keys=key, join_type="inner", coalesce_keys=False)
+
+
+def combinable(combiner: str, messages: pa.Table) -> bool:
+    """True when :func:`combine` gives exactly what Spark's aggregate would: a built-in combiner
+    over messages without NaN for ``min`` and ``max`` (Spark orders NaN above every number, Arrow
+    skips it)."""
+    if combiner not in ARROW_COMBINERS:
+        return False
+    m = messages["__m"]
+    if combiner != "sum" and pa.types.is_floating(m.type):
+        return not pc.any(pc.is_nan(m)).as_py()
+    return True
+
+
+def combine(
+    ids: pa.ChunkedArray, messages: pa.Table, combiner: str, message_type: pa.DataType
+) -> tuple[pa.Array, pa.Array]:
+    """The messages (``id``, ``__m``) combined per vertex of ``ids`` with a built-in combiner:
+    the inbox (null where none arrived, cast back to ``message_type`` as Spark's built-ins do) and
+    the count of messages, both in the order of ``ids``."""
+    messages = messages.filter(pc.is_valid(messages["__m"]))
+    grouped = messages.group_by("id").aggregate([("__m", combiner), ("__m", "count")])
+    inbox, count = align(ids, grouped, f"__m_{combiner}", "__m_count")
+    # an integer sum out of range fails as Spark's ANSI cast does; a float sum is rounded as Spark's
+    return inbox.cast(message_type, safe=not pa.types.is_floating(message_type)), count.cast(pa.int64())
+
+
+def align(ids: pa.ChunkedArray, combined: pa.Table, inbox: str, count: str) -> tuple[pa.Array, pa.Array]:
+    """Columns ``inbox`` and ``count`` of ``combined`` (one row per ``id``) in the order of ``ids``
+    (null inbox and count 0 where ``combined`` has no row)."""
+    at = pc.index_in(ids, value_set=combined["id"])
+    return combined[inbox].take(at), pc.fill_null(combined[count].take(at), 0)
+
+
+def changed(value: pa.ChunkedArray, old: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Where ``value`` differs from ``old`` as Spark's ``NOT (value <=> old)`` says: nulls are
+    equal to each other, and NaN equals NaN."""
+    same = pc.equal(value, old)
+    if pa.types.is_floating(value.type):
+        same = pc.or_(same, pc.and_(pc.is_nan(value), pc.is_nan(old)))
+    both_null = pc.and_(pc.is_null(value), pc.is_null(old))
+    return pc.invert(pc.if_else(both_null, True, pc.fill_null(same, False)))
+
+
+def count_true(mask: pa.ChunkedArray | pa.Array) -> int:
+    """How many of ``mask`` are true."""
+    return int(pc.sum(pc.cast(mask, pa.int64())).as_py() or 0)
+
+
+def touched(ids: pa.ChunkedArray, new_edges: pa.Table) -> pa.ChunkedArray:
+    """Which vertices of ``ids`` are an endpoint of one of ``new_edges``."""
+    ends = pa.concat_arrays([new_edges["src"].combine_chunks(), new_edges["dst"].combine_chunks()])
+    return pc.is_in(ids, value_set=ends)
+
+
+__all__ = [
+    "ARROW_COMBINERS",
+    "LOCAL_EDGES",
+    "LOCAL_VERTICES",
+    "LocalGraph",
+    "align",
+    "changed",
+    "collect_table",
+    "combinable",
+    "combine",
+    "count_true",
+    "route",
+    "touched",
+]
