@@ -117,6 +117,31 @@ def count_true(mask: pa.ChunkedArray | pa.Array) -> int:
     return int(pc.sum(pc.cast(mask, pa.int64())).as_py() or 0)
 
 
+def vertex_ids(edges: pa.Table, previous: pa.ChunkedArray | None) -> pa.Array:
+    """Every endpoint of ``edges`` and every id of ``previous``, once each."""
+    parts = [edges["src"].combine_chunks(), edges["dst"].combine_chunks()]
+    if previous is not None:
+        parts.append(previous.combine_chunks())
+    return pc.unique(pa.concat_arrays(parts))
+
+
+def with_missing(vertices: pa.Table, ids: pa.Array) -> pa.Table:
+    """``vertices`` and a row of null attributes for each of ``ids`` it does not hold."""
+    missing = ids.filter(pc.invert(pc.is_in(ids, value_set=vertices["id"])))
+    extra = pa.table({f.name: missing if f.name == "id" else pa.nulls(len(missing), f.type) for f in vertices.schema})
+    return pa.concat_tables([vertices, extra.cast(vertices.schema)])
+
+
+def with_degrees(vertices: pa.Table, edges: pa.Table, out_name: str, in_name: str) -> pa.Table:
+    """``vertices`` with their out- and in-degree over ``edges`` (null for a vertex without edges,
+    as Spark's left join gives)."""
+    for end, name in (("src", out_name), ("dst", in_name)):
+        counts = pa.table({"id": edges[end]}).group_by("id").aggregate([("id", "count")])
+        at = pc.index_in(vertices["id"], value_set=counts["id"])
+        vertices = vertices.append_column(name, counts["id_count"].take(at).cast(pa.int64()))
+    return vertices
+
+
 def touched(ids: pa.ChunkedArray, new_edges: pa.Table) -> pa.ChunkedArray:
     """Which vertices of ``ids`` are an endpoint of one of ``new_edges``."""
     ends = pa.concat_arrays([new_edges["src"].combine_chunks(), new_edges["dst"].combine_chunks()])
@@ -129,6 +154,9 @@ __all__ = [
     "LOCAL_VERTICES",
     "LocalGraph",
     "align",
+    "vertex_ids",
+    "with_degrees",
+    "with_missing",
     "changed",
     "collect_table",
     "combinable",

@@ -146,6 +146,15 @@ class StateFolder:
         with self.fs.open_output_stream(f"{folder}/part-00000-driver.parquet") as out:
             pq.write_table(table, out)
 
+    def write_edges(self, table: pa.Table, *, new: bool = False) -> None:
+        """Write the edges (``new``: a dynamic run's new edges) collected on the driver as one
+        Parquet file, where Spark's write of them would go."""
+        folder = self._file("new_edges" if new else "edges")
+        lfs.delete_path(self.fs, folder)
+        self.fs.create_dir(folder, recursive=True)
+        with self.fs.open_output_stream(f"{folder}/part-00000-driver.parquet") as out:
+            pq.write_table(table, out)
+
     def delete_superstep(self, superstep: int) -> None:
         """Delete a superstep's state (its record first, so it is never seen half deleted)."""
         record = self._file(superstep_dir(superstep), RECORD)

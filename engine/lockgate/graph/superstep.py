@@ -326,40 +326,32 @@ class SuperstepDriver:
 
         edge_cols = edges.columns
         self._edges_schema = edges.select(*edge_cols).schema
+        # a small graph is collected once: its edges are written from the driver and its superstep 0
+        # is computed over local relations (no Spark job where the program has no aggregates)
+        held = self._small_edges(edges.select(*edge_cols))
+        new_held = None if held is None or new_edges is None else local.collect_table(new_edges.select(*edge_cols))
         if stored_edges is not None:
             sources = [*stored_edges, *([self.folder.new_edges_uri] if new_edges is not None else [])]
             if not sources:
                 raise GraphInputError("stored_edges= is empty and there are no new_edges: pass where the edges are")
             self._edge_sources = sources
+        elif held is not None:
+            self.folder.write_edges(held)
         else:
             edges.select(*edge_cols).write.option("parquet.block.size", EDGE_ROW_GROUP_BYTES).parquet(
                 self.folder.edges_uri
             )
-        if new_edges is not None:
+        if new_held is not None:
+            self.folder.write_edges(new_held, new=True)
+        elif new_edges is not None:
             new_edges.select(*edge_cols).write.parquet(self.folder.new_edges_uri)
-        e = self._edges()
 
-        # every endpoint with its degrees in one aggregate over the edges (one scan, one shuffle),
-        # held by Spark: the vertex count and superstep 0 read it, not the edges again
-        ends = e.select(F.col("src").alias("id"), F.lit(1).alias("__o"), F.lit(0).alias("__i")).union(
-            e.select(F.col("dst").alias("id"), F.lit(0).alias("__o"), F.lit(1).alias("__i"))
-        )
-        degrees = ends.groupBy("id").agg(
-            F.sum("__o").cast(LongType()).alias(OUT_DEGREE), F.sum("__i").cast(LongType()).alias(IN_DEGREE)
-        ).localCheckpoint(eager=True)
-        ids = degrees.select("id")
-        if previous is not None:
-            ids = ids.union(previous.select("id")).distinct()
-        if vertices is None:
-            v = ids
+        on_driver = None if held is None else self._base_on_driver(held, vertices, previous)
+        if on_driver is not None:
+            base, attrs = on_driver
         else:
-            v = vertices.unionByName(ids.join(vertices.select("id"), "id", "left_anti"), allowMissingColumns=True)
-        base = v.join(degrees, "id", "left")
-        if previous is not None:
-            base = base.join(previous.select("id", F.col("value").alias("__previous")), "id", "left")
-        self._num_vertices = v.count()
+            base, attrs = self._base(vertices, previous)
 
-        attrs = [c for c in v.columns if c != "id"]
         ctx = VertexContext(
             id=F.col("id"),
             value=F.lit(None),
@@ -409,9 +401,107 @@ class SuperstepDriver:
         )
         started = time.perf_counter()
         with_old = state0.withColumn("__old", F.col(VALUE)).withColumn("__active", F.lit(True))
-        stats = self._write(0, with_old, with_old.withColumn("__changed", F.lit(True)), started)
-        self._localize(0)
+        if on_driver is not None:
+            assert held is not None
+            stats = self._start_on_driver(with_old, held, new_held, started)
+        else:
+            stats = self._write(0, with_old, with_old.withColumn("__changed", F.lit(True)), started)
+            self._localize(0)
         return self._loop(stats, stop_after)
+
+    def _base(self, vertices: DataFrame | None, previous: DataFrame | None) -> tuple[DataFrame, list[str]]:
+        """The vertices (the edges' endpoints, ``vertices``' rows, ``previous``' ids) with their degrees
+        and previous values, computed by Spark; sets the vertex count. Returns them and the names of
+        the vertex attributes."""
+        e = self._edges()
+        # every endpoint with its degrees in one aggregate over the edges (one scan, one shuffle),
+        # held by Spark: the vertex count and superstep 0 read it, not the edges again
+        ends = e.select(F.col("src").alias("id"), F.lit(1).alias("__o"), F.lit(0).alias("__i")).union(
+            e.select(F.col("dst").alias("id"), F.lit(0).alias("__o"), F.lit(1).alias("__i"))
+        )
+        degrees = ends.groupBy("id").agg(
+            F.sum("__o").cast(LongType()).alias(OUT_DEGREE), F.sum("__i").cast(LongType()).alias(IN_DEGREE)
+        ).localCheckpoint(eager=True)
+        ids = degrees.select("id")
+        if previous is not None:
+            ids = ids.union(previous.select("id")).distinct()
+        if vertices is None:
+            v = ids
+        else:
+            v = vertices.unionByName(ids.join(vertices.select("id"), "id", "left_anti"), allowMissingColumns=True)
+        base = v.join(degrees, "id", "left")
+        if previous is not None:
+            base = base.join(previous.select("id", F.col("value").alias("__previous")), "id", "left")
+        self._num_vertices = v.count()
+        return base, [c for c in v.columns if c != "id"]
+
+    def _local_limit(self) -> int:
+        return local.LOCAL_VERTICES if self.local_vertices is None else self.local_vertices
+
+    def _small_edges(self, edges: DataFrame) -> pa.Table | None:
+        """The edges, collected, when the graph may run on the driver (at most ``LOCAL_EDGES`` of
+        them, plain column types, ``src`` and ``dst`` of one type); else ``None``."""
+        assert self._edges_schema is not None
+        schema = self._edges_schema
+        plain = all(isinstance(f.dataType, _PLAIN) for f in schema)
+        if self._local_limit() <= 0 or not plain or not _same_type(schema["src"].dataType, schema["dst"].dataType):
+            return None
+        table = edges.limit(local.LOCAL_EDGES + 1).toArrow()
+        return table if table.num_rows <= local.LOCAL_EDGES else None
+
+    def _base_on_driver(
+        self, edges: pa.Table, vertices: DataFrame | None, previous: DataFrame | None
+    ) -> tuple[DataFrame, list[str]] | None:
+        """What :meth:`_base` computes, with Arrow over the collected edges, as a local relation;
+        ``None`` when the graph is not small after all (too many vertices, vertex attributes or ids
+        of types the driver path does not hold): Spark computes it then."""
+        for df in (vertices, previous):
+            if df is not None and not all(isinstance(f.dataType, _PLAIN) for f in df.schema):
+                return None
+        v_table = None if vertices is None else vertices.toArrow()
+        p_table = None if previous is None else previous.select("id", "value").toArrow()
+        for t in (v_table, p_table):
+            if t is not None and not t.schema.field("id").type.equals(edges.schema.field("src").type):
+                return None
+        ids = local.vertex_ids(edges, None if p_table is None else p_table["id"])
+        v = local.with_missing(v_table, ids) if v_table is not None else pa.table({"id": ids})
+        if not 0 < v.num_rows <= self._local_limit():
+            return None
+        base = local.with_degrees(v, edges, OUT_DEGREE, IN_DEGREE)
+        if p_table is not None:
+            at = pc.index_in(base["id"], value_set=p_table["id"])
+            base = base.append_column("__previous", p_table["value"].take(at))
+        self._num_vertices = v.num_rows
+        return self.spark.createDataFrame(base), [c for c in v.column_names if c != "id"]
+
+    def _start_on_driver(
+        self, with_old: DataFrame, edges: pa.Table, new_edges: pa.Table | None, started: float
+    ) -> SuperstepStats:
+        """Superstep 0 of a small graph: the initial state computed over the local relation, written
+        from the driver, and held for the supersteps that follow (:mod:`lockgate.graph.local`)."""
+        assert self._state_schema is not None
+        user = self._user_aggregates(0)
+        observation = None
+        frame = with_old
+        if user:
+            observation = Observation(f"lockgate_graph_{id(self)}_0_{time.monotonic_ns()}")
+            frame = frame.observe(observation, *[c.alias(name) for name, c in user.items()])
+        state = local.collect_table(frame.select(*self._state_schema.fieldNames()))
+        state = state.cast(self._arrow_state_schema())
+        metrics = observation.get if observation is not None else {}
+        self._persist(state, 0)
+        self._local = local.LocalGraph(edges, new_edges if self._evolving(1) else None, state)
+        stats = SuperstepStats(
+            superstep=0,
+            messages_sent=0,
+            vertices_changed=state.num_rows,
+            active_vertices=state.num_rows,
+            elapsed_ms=0.0,
+            num_vertices=self._num_vertices,
+            aggregates={name: _jsonable(metrics.get(name)) for name in user},
+            state_uri=self.folder.superstep_uri(0),
+        )
+        return self._close(stats, True, started)
 
     def resume(self, *, from_superstep: int | None = None, stop_after: int | None = None) -> GraphResult:
         """Continue the computation in ``folder`` from its last complete superstep, or from
@@ -687,7 +777,7 @@ class SuperstepDriver:
         :mod:`lockgate.graph.local`): its edges are read once, its state taken from the write of
         superstep ``s`` (or read back, on a resume)."""
         self._local = None
-        limit = local.LOCAL_VERTICES if self.local_vertices is None else self.local_vertices
+        limit = self._local_limit()
         assert self._state_schema is not None and self._edges_schema is not None
         plain = all(isinstance(f.dataType, _PLAIN) for f in [*self._state_schema, *self._edges_schema])
         if not (plain and 0 < self._num_vertices <= limit):
