@@ -140,16 +140,15 @@ class StateFolder:
     def write_state(self, superstep: int, table: pa.Table) -> None:
         """Write a superstep's state collected on the driver as one Parquet file (replacing any
         files a killed attempt left in its folder)."""
-        folder = self._file(superstep_dir(superstep))
-        lfs.delete_path(self.fs, folder)
-        self.fs.create_dir(folder, recursive=True)
-        with self.fs.open_output_stream(f"{folder}/part-00000-driver.parquet") as out:
-            pq.write_table(table, out)
+        self._write_table(self._file(superstep_dir(superstep)), table)
 
     def write_edges(self, table: pa.Table, *, new: bool = False) -> None:
         """Write the edges (``new``: a dynamic run's new edges) collected on the driver as one
         Parquet file, where Spark's write of them would go."""
-        folder = self._file("new_edges" if new else "edges")
+        self._write_table(self._file("new_edges" if new else "edges"), table)
+
+    def _write_table(self, folder: str, table: pa.Table) -> None:
+        """``table`` as the one Parquet file of ``folder`` (replacing what a killed attempt left)."""
         lfs.delete_path(self.fs, folder)
         self.fs.create_dir(folder, recursive=True)
         with self.fs.open_output_stream(f"{folder}/part-00000-driver.parquet") as out:

@@ -780,7 +780,8 @@ class SuperstepDriver:
         limit = self._local_limit()
         assert self._state_schema is not None and self._edges_schema is not None
         plain = all(isinstance(f.dataType, _PLAIN) for f in [*self._state_schema, *self._edges_schema])
-        if not (plain and 0 < self._num_vertices <= limit):
+        ends = _same_type(self._edges_schema["src"].dataType, self._edges_schema["dst"].dataType)
+        if not (plain and ends and 0 < self._num_vertices <= limit):
             return
         edges = local.collect_table(self._edges().limit(local.LOCAL_EDGES + 1))
         if edges.num_rows > local.LOCAL_EDGES:
