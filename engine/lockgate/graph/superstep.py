@@ -41,6 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     BooleanType,
     DataType,
@@ -799,8 +800,6 @@ class SuperstepDriver:
 
     def _arrow_state_schema(self) -> pa.Schema:
         assert self._state_schema is not None
-        from pyspark.sql.pandas.types import to_arrow_schema
-
         return to_arrow_schema(self._state_schema)
 
     def _superstep_local(self, s: int, aggregates: dict[str, Any]) -> SuperstepStats:
@@ -827,7 +826,8 @@ class SuperstepDriver:
 
         routes = held.new_edges if step.evolving else held.edges
         assert routes is not None
-        arrow_message = self._arrow_state_schema().field(INBOX).type
+        schema = held.state.schema  # the state schema in Arrow types, held since superstep 0
+        arrow_message = schema.field(INBOX).type
         identity = type(program).along_edge is VertexProgram.along_edge
         parts = []
         for k, (key, to) in ROUTES.items():
@@ -846,14 +846,14 @@ class SuperstepDriver:
             count = pa.array([0] * len(ids), pa.int64())
         else:
             messages = pa.concat_tables(parts)
-            if local.combinable(program.combiner.name, messages) and program.combiner in (SUM, MIN, MAX):
+            if program.combiner in (SUM, MIN, MAX) and local.combinable(program.combiner.name, messages):
                 inbox, count = local.combine(ids, messages, program.combiner.name, arrow_message)
             else:  # a custom combiner: a Spark aggregate over the messages
                 combined = self._combined(self.spark.createDataFrame(messages), step.message_type, [])
                 inbox, count = local.align(ids, local.collect_table(combined), INBOX, COUNT)
 
         new = computed.append_column(INBOX, inbox).append_column(COUNT, count)
-        state = new.select(self._state_schema.fieldNames()).cast(self._arrow_state_schema())
+        state = new.select(schema.names).cast(schema)
         held.state = state
         stats = SuperstepStats(
             superstep=s,
