@@ -66,6 +66,7 @@ def test_the_driver_path_gives_the_spark_path_results(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     on_driver = _outputs(spark, tmp_path / "driver")
+    # the library functions take no driver settings: the process-wide switch the README documents
     monkeypatch.setattr(local, "LOCAL_VERTICES", 0)
     on_spark = _outputs(spark, tmp_path / "spark")
     for name, got in on_driver.items():
@@ -106,16 +107,13 @@ def test_a_small_graph_runs_its_supersteps_without_spark_jobs(spark: SparkSessio
 
 
 @pytest.mark.parametrize("first, then", [("driver", "spark"), ("spark", "driver")])
-def test_a_resume_reads_the_other_paths_checkpoints(
-    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first: str, then: str
-) -> None:
+def test_a_resume_reads_the_other_paths_checkpoints(spark: SparkSession, tmp_path: Path, first: str, then: str) -> None:
     folder = str(tmp_path / "cc")
-    limit = {"driver": local.LOCAL_VERTICES, "spark": 0}
-    monkeypatch.setattr(local, "LOCAL_VERTICES", limit[first])
-    stopped = SuperstepDriver(ConnectedComponents(), folder, spark=spark).run(edges_df(spark, EDGES), stop_after=2)
+    limit = {"driver": None, "spark": 0}  # local_vertices: the default (this graph is small) or never
+    stopped = SuperstepDriver(ConnectedComponents(), folder, spark=spark, local_vertices=limit[first]).run(
+        edges_df(spark, EDGES), stop_after=2)
     assert stopped.halted_by is None
-    monkeypatch.setattr(local, "LOCAL_VERTICES", limit[then])
-    result = SuperstepDriver(ConnectedComponents(), folder, spark=spark).resume()
+    result = SuperstepDriver(ConnectedComponents(), folder, spark=spark, local_vertices=limit[then]).resume()
     assert result.halted_by == "no_messages"
     assert {r.id: r.component for r in result.output.collect()} == nx_components(digraph(EDGES))
 
