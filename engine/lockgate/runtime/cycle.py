@@ -30,7 +30,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, Observation, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from ..checkpoint.layers import (
@@ -49,7 +49,7 @@ from ..errors import CompileError, InvalidArgumentError, InvalidRecordsError
 from ..plan.compile import CompiledPlan
 from .analysis import struct_of
 from .availability import slice_column
-from .catchup import TAG, Share, Span, one_pass, slices_by_arrival, tagged_head, translate_span
+from .catchup import TAG, Span, one_pass, slices_by_arrival, tagged_head, translate_span
 from .codegen import codegen_rows, round_codegen
 from .compaction import TableWrite, max_deltas, plan_write
 from .context import CycleContext
@@ -154,19 +154,19 @@ class CycleRunner:
 
     def _snapshot(
         self, snapshot_uri: str, table: str, delta: StateDelta, restore: RestorePoint | None,
-        timings: dict[str, float], probe: bool = False,
+        timings: dict[str, float],
     ) -> dict[str, Any]:
         """Write what the round changed in one state table (a delta layer, or a fold of its
         chain: :func:`~lockgate.runtime.compaction.plan_write`); returns its manifest entry,
         which names every layer of the table's chain. Adds the time spent persisting it to
-        ``timings["snapshot_io"]``. ``probe``: count the delta first (Spark reads only the
-        columns that decide which rows are in it) and write nothing when it is empty."""
+        ``timings["snapshot_io"]``. A delta marked ``count_first`` that holds no rows writes
+        nothing (when the write would be that delta alone, not a fold)."""
         entry_in = (restore.snapshot_manifest.get(table) or {}) if restore is not None else {}
         previous = table_layers(restore.snapshot_uri if restore else None, entry_in)
         state = self._state_in.get(table) or LayeredState(self.spark, self._state_schemas[table], [], None)
         write = plan_write(previous, state, delta, self.max_deltas, self._last_layer_rows.get(table))
         only_delta = write.kind == DELTA or (write.kind == BASE and not previous)
-        if probe and only_delta and delta.deletes is None and delta.upserts.count() == 0:
+        if delta.count_first and only_delta and delta.deletes is None and delta.upserts.count() == 0:
             written: dict[str, Any] = {"files": [], "rows": 0}
         else:
             written = self._write_layer(snapshot_uri, table, write.rows, self._layer_estimate(table, write), timings)
@@ -655,31 +655,12 @@ class CycleRunner:
                 spans[v.id] = span
         return spans
 
-    def _share(self, held: list[DataFrame], probe: set[str]) -> Share:
-        """How a group shares a frame between a state table's delta and the outputs. A window
-        aggregate's merged windows are persisted: computing them twice costs more than caching
-        them. A window join's buffered records are read twice instead, and the table is added to
-        ``probe``: its delta (usually empty, when windows end on cycle boundaries) is counted
-        first, which reads the time column alone, and written only when it holds rows.
-        (bench.backfill W3, a 64-window group: caching both sides' records took 3.0 s, reading
-        them twice 1.2 s.)"""
-        keep = self._keep(held)
-
-        def share(df: DataFrame, table: str, _in_delta: Column) -> DataFrame:
-            if table.endswith((".left", ".right")):
-                probe.add(table)
-                return df
-            return keep(df)
-
-        return share
-
     def _one_pass(
         self, windows: list[int], first: int, restore: RestorePoint | None, held: list[DataFrame],
-        timings: dict[str, float], probe: set[str],
+        timings: dict[str, float],
     ) -> tuple[dict[str, tuple[DataFrame, dict[str, Any]]], dict[str, StateDelta], list[_Round]]:
         """A group computed as one DataFrame per sink (:mod:`lockgate.runtime.catchup`), from
-        window ``first`` (before the group when a derived restore point is replayed); the state
-        tables whose delta is to be counted before it is written are added to ``probe``."""
+        window ``first`` (before the group when a derived restore point is replayed)."""
         g = self.plan.graph
         last = windows[-1]
         t = time.perf_counter()
@@ -704,8 +685,7 @@ class CycleRunner:
                 ran.append(op.vertex.id)
                 if op.head:
                     continue
-                out = translate_span(span, g, op.vertex, [frames[i] for i in op.inputs], self._state_in,
-                                     self._share(held, probe))
+                out = translate_span(span, g, op.vertex, [frames[i] for i in op.inputs], self._state_in, keep)
                 frames[op.vertex.id] = keep(out) if op.materialize else out
             for vid, cfg in walk.sinks:
                 sinks[vid] = (frames[vid], cfg)
@@ -791,10 +771,9 @@ class CycleRunner:
         last_w, last_a = windows[-1], attempts[-1]
         try:
             deltas: dict[str, StateDelta] = {}
-            probe: set[str] = set()
             if one_pass(self.plan.graph):
                 first = replay[0] if replay is not None else windows[0]
-                sinks, deltas, rounds = self._one_pass(windows, first, restore, held, timings, probe)
+                sinks, deltas, rounds = self._one_pass(windows, first, restore, held, timings)
             else:
                 state = dict(base)
                 identities: dict[str, tuple[str, ...] | None] = {}
@@ -817,8 +796,7 @@ class CycleRunner:
             if deltas:
                 snapshot_uri = self.snapshots.snapshot_uri(self.job, last_w, last_a)
                 for table, delta in deltas.items():
-                    manifest[table] = self._snapshot(snapshot_uri, table, delta, restore, timings,
-                                                     probe=table in probe)
+                    manifest[table] = self._snapshot(snapshot_uri, table, delta, restore, timings)
             manifest = self._carry_unchanged(manifest, restore)
             timings["snapshot"] = time.perf_counter() - t2
             t3 = time.perf_counter()

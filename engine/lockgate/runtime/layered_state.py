@@ -37,13 +37,16 @@ class StateDelta:
     the identity columns of rows removed (tombstones; None: none); ``identity`` the columns
     that name one row (``None``: an append-only table whose rows are never replaced; ``()``:
     a table of one row); ``expire_below``: ``(column, bound)``, rows whose column is below
-    the bound are gone from now on (None: nothing expires).
+    the bound are gone from now on (None: nothing expires); ``count_first``: the upserts are not
+    cached and usually empty, so they are counted (which reads only the columns that select them)
+    before anything is written, and nothing is written when there are none.
     """
 
     upserts: DataFrame
     identity: tuple[str, ...] | None
     deletes: DataFrame | None = None
     expire_below: tuple[str, int] | None = None
+    count_first: bool = False
 
 
 def delta_rows(delta: StateDelta) -> DataFrame:
