@@ -229,6 +229,11 @@ def get_spark(
     for k, v in full.items():
         builder = builder.config(k, v)
     _session = builder.getOrCreate()
+    from pyspark import SparkContext
+
+    from lockgate.runtime.jvm_lookups import cache_lookups
+
+    cache_lookups(SparkContext._jvm)  # PySpark looks up functions.col & co. for every column
     return _session
 
 
