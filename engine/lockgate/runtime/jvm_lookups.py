@@ -19,39 +19,40 @@ but the number of round trips.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from py4j.java_gateway import JavaClass, JavaMember, JVMView
+
+
+def _found(kept: dict[str, Any], name: str, look_up: Callable[[str], Any], methods: bool) -> Any:
+    """``name`` from ``kept``, else looked up and kept when it is a class (made a
+    :class:`_CachedClass`) or, with ``methods``, a static method."""
+    found = kept.get(name)
+    if found is None:
+        found = look_up(name)
+        if isinstance(found, JavaClass):
+            found.__class__ = _CachedClass
+            kept[name] = found
+        elif methods and isinstance(found, JavaMember):
+            kept[name] = found
+    return found
 
 
 class _CachedClass(JavaClass):
     """A :class:`JavaClass` that keeps the static methods and nested classes it found."""
 
     def __getattr__(self, name: str) -> Any:
-        found = self.__dict__.setdefault("_lg_members", {})
-        member = found.get(name)
-        if member is None:
-            member = JavaClass.__getattr__(self, name)
-            if isinstance(member, JavaClass):
-                member.__class__ = _CachedClass
-                found[name] = member
-            elif isinstance(member, JavaMember):
-                found[name] = member
-        return member
+        kept = self.__dict__.setdefault("_lg_members", {})
+        return _found(kept, name, lambda n: JavaClass.__getattr__(self, n), methods=True)
 
 
 class _CachedView(JVMView):
     """A :class:`JVMView` that keeps the classes it found, each a :class:`_CachedClass`."""
 
     def __getattr__(self, name: str) -> Any:
-        found = self.__dict__.setdefault("_lg_classes", {})
-        cls = found.get(name)
-        if cls is None:
-            cls = JVMView.__getattr__(self, name)
-            if isinstance(cls, JavaClass):
-                cls.__class__ = _CachedClass
-                found[name] = cls
-        return cls
+        kept = self.__dict__.setdefault("_lg_classes", {})
+        return _found(kept, name, lambda n: JVMView.__getattr__(self, n), methods=False)
 
 
 def cache_lookups(view: JVMView) -> None:
