@@ -168,6 +168,7 @@ def get_spark(
     for s in (_session, SparkSession.getActiveSession()):
         if _reusable(s):
             _session = s
+            _cache_lookups()
             return s
 
     runtime = {
@@ -229,12 +230,19 @@ def get_spark(
     for k, v in full.items():
         builder = builder.config(k, v)
     _session = builder.getOrCreate()
+    _cache_lookups()
+    return _session
+
+
+def _cache_lookups() -> None:
+    """Keep what the driver's gateway looks up (PySpark finds ``functions.col`` & co. again for
+    every Column): a session Lockgate started or one it reuses; Spark Connect has no gateway."""
     from pyspark import SparkContext
 
     from lockgate.runtime.jvm_lookups import cache_lookups
 
-    cache_lookups(SparkContext._jvm)  # PySpark looks up functions.col & co. for every column
-    return _session
+    if SparkContext._jvm is not None:
+        cache_lookups(SparkContext._jvm)
 
 
 def _connect_session(master: str, defaults: dict[str, str], conf: dict[str, str]) -> SparkSession:

@@ -14,13 +14,15 @@ from pyspark.sql import functions as F
 
 @contextmanager
 def round_trips(sc: SparkContext) -> Iterator[list[str]]:
-    """The Py4J commands the calling thread sends to the JVM inside the block."""
+    """The Py4J commands sent to the JVM inside the block (command, target, member), but for the
+    object deletes Py4J's finalizer sends whenever Python collects a Java object's proxy."""
     client = sc._gateway._gateway_client
     sent: list[str] = []
     original = client.send_command
 
     def counted(command: str, *args, **kwargs):
-        sent.append(" ".join(command.split("\n")[:3]))
+        if not command.startswith("m\n"):
+            sent.append(" ".join(command.split("\n")[:3]))
         return original(command, *args, **kwargs)
 
     client.send_command = counted
