@@ -3,7 +3,8 @@
 The state is merged from the table's layers (see :mod:`lockgate.checkpoint.layers`): the
 newest version of each row (its identity: the key, and the window of windowed state), no
 tombstoned rows, nothing below the horizon. The columns are shown as a user reads them:
-``window_start`` / ``window_end`` timestamps for windowed state, ``seen_at`` for a
+``window_start`` / ``window_end`` timestamps for windowed state (``pane_start`` for a sliding
+window's panes), ``seen_at`` for a
 deduplicate's keys, and partial aggregates without their ``__`` prefix (an ``avg`` is its
 running ``<name>_sum`` and ``<name>_n``; an ``approx_distinct`` its sketch).
 
@@ -32,7 +33,8 @@ from .layers import BASE, horizon, table_layers
 _DELETED = "__lg_del"
 _ORDER = "__lg_order"
 #: internal column -> (shown name, is a microsecond timestamp)
-_SHOWN = {"__ws": ("window_start", True), "__we": ("window_end", True), "__ts": ("seen_at", True)}
+_SHOWN = {"__ws": ("window_start", True), "__we": ("window_end", True), "__ps": ("pane_start", True),
+          "__ts": ("seen_at", True)}
 
 
 #: Spark simple types -> Arrow, for the columns of a state that holds no rows

@@ -155,7 +155,8 @@ class Client(ABC):
         ``window``: the checkpoint (default: the latest complete one); ``operator`` may be left
         out when the job has one stateful operator, ``table`` when the operator keeps one
         (a join keeps ``left`` and ``right``). Windowed state shows ``window_start`` and
-        ``window_end``; partial aggregates are named after their aggregate. The snapshot is
+        ``window_end`` (a sliding window's state is kept by pane: ``pane_start``, the panes being
+        ``gcd(size, slide)`` long); partial aggregates are named after their aggregate. The snapshot is
         verified first (a damaged one raises :class:`~lockgate.errors.SnapshotError`).
 
         >>> client.read_state("demo", "bidder_totals", window=176722563)  # doctest: +SKIP

@@ -11,7 +11,8 @@ DataFrame computation instead:
   dropped there, exactly as the window's own round would;
 - stateless operators (``select``, ``with_column``, ``filter``, ``union``) carry the tag;
 - a tumbling or sliding windowed aggregate merges the group's records with the state's touched
-  windows in one aggregation and tags each result with the cycle whose watermark closes it:
+  windows (a sliding one: panes, :mod:`lockgate.runtime.panes`) in one aggregation and tags each
+  result with the cycle whose watermark closes it:
   the first window ``c`` with ``end(c) - lateness >= window_end``. A record that arrives after
   that cycle is late (dropped at the head), so each result holds exactly what the window's own
   round would have emitted. The windows still open after the group are its state delta.
@@ -42,9 +43,10 @@ from pyspark.sql import functions as F
 from ..plan.logical import PipelineGraph, PipelineVertex
 from ..plan.one_pass import one_pass
 from . import aggregates as agg
+from . import panes
 from .availability import slice_column, slices_by_arrival
 from .invalid import clean
-from .layered_state import LayeredState, StateDelta
+from .layered_state import LayeredState, StateDelta, anti_join
 from .sources import SourceSpan
 from .stateful import join_closed
 from .windowing import WE, WS, assign, to_timestamp, window_time
@@ -107,6 +109,8 @@ def _window_aggregate(
 ) -> DataFrame:
     cfg = v.config
     spec, keys, aggs = cfg["window"], cfg["keys"], cfg["aggs"]
+    if spec["type"] == "sliding":
+        return _sliding_aggregate(span, v, df, window_time(spec, ts_col, ts_is_end), state, keep)
     identity = [*keys, WS, WE]
     new = assign(df, spec, window_time(spec, ts_col, ts_is_end)).groupBy(*identity).agg(
         *agg.partial_exprs(aggs, df.schema)
@@ -134,6 +138,41 @@ def _window_aggregate(
         *keys,
         *agg.final_exprs(aggs),
         TAG,
+    )
+
+
+def _sliding_aggregate(
+    span: Span, v: PipelineVertex, df: DataFrame, ts: Column, state: LayeredState | None,
+    keep: Callable[[DataFrame], DataFrame],
+) -> DataFrame:
+    """The span's records merged into their panes; every window the span closes built from
+    its panes and tagged with the cycle that closes it (:mod:`lockgate.runtime.panes`)."""
+    cfg = v.config
+    spec, keys, aggs = cfg["window"], cfg["keys"], cfg["aggs"]
+    identity = (*keys, panes.PS)
+    new = df.withColumn(panes.PS, panes.pane_start(spec, ts)).groupBy(*identity).agg(
+        *agg.partial_exprs(aggs, df.schema)
+    )
+    closing = panes.closing_panes(spec, span.prev_watermark_us, span.watermark_us)
+    touched = new
+    untouched = None
+    if state is not None and not state.empty:
+        old = state.lookup(identity, new, list(identity))
+        touched = agg.conform(old.unionByName(new).groupBy(*identity).agg(*agg.merge_exprs(aggs)), new.schema)
+        untouched = anti_join(state.select(identity, closing), new, list(identity))
+    touched = keep(touched)
+    cut = panes.horizon(spec, span.watermark_us)
+    span.deltas[f"{v.id}.main"] = StateDelta(touched.filter(F.col(cut[0]) >= F.lit(cut[1])), identity, expire_below=cut)
+    closing_panes = touched.filter(closing)
+    if untouched is not None:
+        closing_panes = closing_panes.unionByName(agg.conform(untouched, new.schema))
+    closed = panes.windows_from_panes(closing_panes, spec, keys, aggs, span.prev_watermark_us, span.watermark_us)
+    return closed.select(
+        to_timestamp(WS).alias("window_start"),
+        to_timestamp(WE).alias("window_end"),
+        *keys,
+        *agg.final_exprs(aggs),
+        F.greatest(span.closes(F.col(WE)), F.lit(span.first)).alias(TAG),
     )
 
 

@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, MapType, StructType
 
 from . import aggregates as agg
+from . import panes
 from .context import CycleContext
 from .layered_state import StateDelta, anti_join
 from .windowing import WE, WS, assign, to_timestamp, window_time
@@ -36,12 +37,15 @@ def _closed_gone(ctx: CycleContext) -> tuple[str, int]:
 def window_aggregate(
     ctx: CycleContext, op: str, cfg: dict[str, Any], df: DataFrame, ts_col: str, ts_is_end: bool
 ) -> DataFrame:
-    """Tumbling, sliding or session windows per key; emits closed windows."""
+    """Tumbling, sliding or session windows per key; emits closed windows (sliding ones are
+    kept by pane: :func:`_sliding_aggregate`)."""
     spec = cfg["window"]
     ts = window_time(spec, ts_col, ts_is_end)
     keys: list[str] = cfg["keys"]
     if spec["type"] == "session":
         return _session_aggregate(ctx, op, cfg, df, ts)
+    if spec["type"] == "sliding":
+        return _sliding_aggregate(ctx, op, cfg, df, ts)
     aggs = cfg["aggs"]
     identity = [*keys, WS, WE]
     new = assign(df, spec, ts).groupBy(*keys, WS, WE).agg(*agg.partial_exprs(aggs, df.schema))
@@ -60,6 +64,38 @@ def window_aggregate(
     closed = merged.filter(F.col(WE) <= wm)
     if closing_untouched is not None:
         closed = closed.unionByName(closing_untouched)
+    return closed.select(
+        to_timestamp(WS).alias("window_start"),
+        to_timestamp(WE).alias("window_end"),
+        *keys,
+        *agg.final_exprs(aggs),
+    )
+
+
+def _sliding_aggregate(ctx: CycleContext, op: str, cfg: dict[str, Any], df: DataFrame, ts: Column) -> DataFrame:
+    """A sliding window's aggregate by pane (:mod:`lockgate.runtime.panes`): the window's
+    records merged into their panes' partials, the closing windows built from their panes."""
+    spec, keys, aggs = cfg["window"], cfg["keys"], cfg["aggs"]
+    identity = (*keys, panes.PS)
+    new = df.withColumn(panes.PS, panes.pane_start(spec, ts)).groupBy(*identity).agg(
+        *agg.partial_exprs(aggs, df.schema)
+    )
+    closing = panes.closing_panes(spec, ctx.prev_watermark_us, ctx.watermark_us)
+    state = ctx.state(op)
+    touched = new
+    untouched = None
+    if state is not None:
+        old = state.lookup(identity, new, list(identity))
+        touched = agg.conform(old.unionByName(new).groupBy(*identity).agg(*agg.merge_exprs(aggs)), new.schema)
+        # panes of the closing windows that this window's records did not touch
+        untouched = anti_join(state.select(identity, closing), new, list(identity))
+    touched = ctx.cache(touched)
+    cut = panes.horizon(spec, ctx.watermark_us)
+    ctx.set_state(op, StateDelta(touched.filter(F.col(cut[0]) >= F.lit(cut[1])), identity, expire_below=cut))
+    closing_panes = touched.filter(closing)
+    if untouched is not None:
+        closing_panes = closing_panes.unionByName(agg.conform(untouched, new.schema))
+    closed = panes.windows_from_panes(closing_panes, spec, keys, aggs, ctx.prev_watermark_us, ctx.watermark_us)
     return closed.select(
         to_timestamp(WS).alias("window_start"),
         to_timestamp(WE).alias("window_end"),

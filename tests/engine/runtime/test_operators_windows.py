@@ -14,6 +14,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 import lockgate as lg
@@ -172,3 +174,31 @@ def test_sliding_windows(client, bids):
             result, expected, RESULT_KEY, approx=["mean"], hll=["distinct"], what=f"sliding {size}s/{slide}s"
         )
         check_emission(result, f"sliding {size}s/{slide}s")
+
+
+def test_sliding_windows_one_window_per_round_across_a_restore(client, bids):
+    """The same windows one cycle per round, in two runs (the second restores the panes the
+    first left in its state); the state holds one row per key and pane, not per window."""
+    job = "op_sliding_rounds"
+    first = client.run(f"{__file__}:sliding_pipeline", job=job, first=W0, last=W0 + 1, catchup="off")
+    second = client.run(f"{__file__}:sliding_pipeline", job=job, first=W0 + 2, last=LAST, catchup="off")
+    assert first.windows_run == 2 and second.windows_run == 2
+    for size, slide in SLIDING_S:
+        result = read_sink(client, job, f"sliding_{size}_{slide}")
+        expected = expected_windows(sliding(bids, size * S, slide * S), ["auction"], ref_aggs())
+        assert_same_rows(
+            result, expected, RESULT_KEY, approx=["mean"], hll=["distinct"], what=f"sliding {size}s/{slide}s by round"
+        )
+        check_emission(result, f"sliding {size}s/{slide}s by round")
+
+    # after the last round (watermark at its end), the 10 s / 2 s state is the bids' counts per
+    # auction and 2 s pane, for the panes of the windows still open: starts after watermark - 10 s
+    state = client.read_state(job, "sliding_10_2")
+    assert "pane_start" in state.column_names and "window_start" not in state.column_names
+    pane = pc.cast(pc.cast(state["pane_start"], pa.timestamp("us", tz="UTC")), pa.int64())
+    got = pd.DataFrame({"auction": state["auction"].to_pandas(), "pane": pane.to_pandas(), "n": state["n"].to_pandas()})
+    watermark = (LAST + 1) * CYCLE_US
+    kept = bids[bids["ts_us"] - bids["ts_us"] % (2 * S) > watermark - 10 * S]
+    want = kept.assign(pane=kept["ts_us"] - kept["ts_us"] % (2 * S)).groupby(["auction", "pane"]).size()
+    assert len(want) > 0
+    assert got.set_index(["auction", "pane"])["n"].sort_index().to_dict() == want.sort_index().to_dict()
