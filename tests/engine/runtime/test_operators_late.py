@@ -32,6 +32,7 @@ from reference import (
     emit_cycle,
     nexmark_events,
     read_sink,
+    sliding,
     tumbling,
 )
 
@@ -54,6 +55,13 @@ def _pipeline(name: str, late: object) -> lg.Pipeline:
         .window(lg.Tumbling(timedelta(seconds=5)))
         .aggregate(name="per_auction", **AGGS)
         .sink(lg.CollectSink("per_auction"), name="per_auction_out")
+    )
+    # a sliding window (kept by pane): a record late for its round must not reach any of its windows
+    (
+        bids.key_by("auction")
+        .window(lg.Sliding(timedelta(seconds=10), timedelta(seconds=4)))
+        .aggregate(name="sliding", **AGGS)
+        .sink(lg.CollectSink("sliding"), name="sliding_out")
     )
     return p
 
@@ -78,8 +86,9 @@ def bids():
     return df
 
 
-def expected_windows(bids):
-    on_time = tumbling(bids[~bids["late"]], 5 * S)
+def expected_windows(bids, sliding_s: tuple[int, int] | None = None):
+    on_time = tumbling(bids[~bids["late"]], 5 * S) if sliding_s is None else sliding(
+        bids[~bids["late"]], sliding_s[0] * S, sliding_s[1] * S)
     out = aggregate(
         on_time, ["window_start", "window_end", "auction"], {n: (a.kind, a.column) for n, a in AGGS.items()}
     )
@@ -91,6 +100,9 @@ def check_windows(client, job, bids):
     result = read_sink(client, job, "per_auction")
     assert_same_rows(result, expected_windows(bids), ["window_start", "auction"], what=f"{job} windows")
     # nothing emitted before the watermark (cycle end - lateness) passed the window end
+    assert (result["window_end"] <= (result["lg_window"] + 1) * CYCLE_US - LATENESS_US).all()
+    result = read_sink(client, job, "sliding")
+    assert_same_rows(result, expected_windows(bids, (10, 4)), ["window_start", "auction"], what=f"{job} sliding")
     assert (result["window_end"] <= (result["lg_window"] + 1) * CYCLE_US - LATENESS_US).all()
 
 
