@@ -46,7 +46,7 @@ from . import aggregates as agg
 from . import panes
 from .availability import slice_column, slices_by_arrival
 from .invalid import clean
-from .layered_state import LayeredState, StateDelta, anti_join
+from .layered_state import LayeredState, StateDelta
 from .sources import SourceSpan
 from .stateful import join_closed
 from .windowing import WE, WS, assign, to_timestamp, window_time
@@ -148,30 +148,13 @@ def _sliding_aggregate(
     """The span's records merged into their panes; every window the span closes built from
     its panes and tagged with the cycle that closes it (:mod:`lockgate.runtime.panes`)."""
     cfg = v.config
-    spec, keys, aggs = cfg["window"], cfg["keys"], cfg["aggs"]
-    identity = (*keys, panes.PS)
-    new = df.withColumn(panes.PS, panes.pane_start(spec, ts)).groupBy(*identity).agg(
-        *agg.partial_exprs(aggs, df.schema)
-    )
-    closing = panes.closing_panes(spec, span.prev_watermark_us, span.watermark_us)
-    touched = new
-    untouched = None
-    if state is not None and not state.empty:
-        old = state.lookup(identity, new, list(identity))
-        touched = agg.conform(old.unionByName(new).groupBy(*identity).agg(*agg.merge_exprs(aggs)), new.schema)
-        untouched = anti_join(state.select(identity, closing), new, list(identity))
-    touched = keep(touched)
-    cut = panes.horizon(spec, span.watermark_us)
-    span.deltas[f"{v.id}.main"] = StateDelta(touched.filter(F.col(cut[0]) >= F.lit(cut[1])), identity, expire_below=cut)
-    closing_panes = touched.filter(closing)
-    if untouched is not None:
-        closing_panes = closing_panes.unionByName(agg.conform(untouched, new.schema))
-    closed = panes.windows_from_panes(closing_panes, spec, keys, aggs, span.prev_watermark_us, span.watermark_us)
+    delta, closed = panes.aggregate_by_pane(df, ts, cfg, state, span.prev_watermark_us, span.watermark_us, keep)
+    span.deltas[f"{v.id}.main"] = delta
     return closed.select(
         to_timestamp(WS).alias("window_start"),
         to_timestamp(WE).alias("window_end"),
-        *keys,
-        *agg.final_exprs(aggs),
+        *cfg["keys"],
+        *agg.final_exprs(cfg["aggs"]),
         F.greatest(span.closes(F.col(WE)), F.lit(span.first)).alias(TAG),
     )
 

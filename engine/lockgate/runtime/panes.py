@@ -18,6 +18,7 @@ which the windows starting at 4, 6, 8, 10 and 12 s hold.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from math import gcd
 from typing import Any
 
@@ -26,6 +27,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from . import aggregates as agg
+from .layered_state import LayeredState, StateDelta, anti_join
 from .windowing import WE, WS, assign
 
 #: a pane's start (µs), part of a sliding aggregate's state identity
@@ -68,3 +70,31 @@ def windows_from_panes(
     bounds = [StructField(WS, LongType()), StructField(WE, LongType())]
     like = [panes.schema[c] for c in keys] + bounds + [panes.schema[c] for c in agg.partial_columns(aggs)]
     return agg.conform(merged, StructType(like))
+
+
+def aggregate_by_pane(
+    df: DataFrame, ts: Column, cfg: dict[str, Any], state: LayeredState | None, prev_us: int, wm_us: int,
+    keep: Callable[[DataFrame], DataFrame],
+) -> tuple[StateDelta, DataFrame]:
+    """A sliding aggregate's records ``df`` (placed at instant ``ts``) merged into their panes
+    and the state's (``state``: None or empty, none yet), for the watermark moving from
+    ``prev_us`` to ``wm_us``. Returns the state delta (the touched panes still in an open
+    window, and the new horizon) and the merged partials of the windows the watermark closes
+    (:func:`windows_from_panes`). ``keep`` persists the touched panes, which both read."""
+    spec, keys, aggs = cfg["window"], cfg["keys"], cfg["aggs"]
+    identity = (*keys, PS)
+    new = df.withColumn(PS, pane_start(spec, ts)).groupBy(*identity).agg(*agg.partial_exprs(aggs, df.schema))
+    closing = closing_panes(spec, prev_us, wm_us)
+    touched, untouched = new, None
+    if state is not None and not state.empty:
+        old = state.lookup(identity, new, list(identity))
+        touched = agg.conform(old.unionByName(new).groupBy(*identity).agg(*agg.merge_exprs(aggs)), new.schema)
+        # panes of the closing windows that these records did not touch
+        untouched = anti_join(state.select(identity, closing), new, list(identity))
+    touched = keep(touched)
+    cut = horizon(spec, wm_us)
+    delta = StateDelta(touched.filter(F.col(PS) >= F.lit(cut[1])), identity, expire_below=cut)
+    of_closing = touched.filter(closing)
+    if untouched is not None:
+        of_closing = of_closing.unionByName(agg.conform(untouched, new.schema))
+    return delta, windows_from_panes(of_closing, spec, keys, aggs, prev_us, wm_us)

@@ -75,32 +75,14 @@ def window_aggregate(
 def _sliding_aggregate(ctx: CycleContext, op: str, cfg: dict[str, Any], df: DataFrame, ts: Column) -> DataFrame:
     """A sliding window's aggregate by pane (:mod:`lockgate.runtime.panes`): the window's
     records merged into their panes' partials, the closing windows built from their panes."""
-    spec, keys, aggs = cfg["window"], cfg["keys"], cfg["aggs"]
-    identity = (*keys, panes.PS)
-    new = df.withColumn(panes.PS, panes.pane_start(spec, ts)).groupBy(*identity).agg(
-        *agg.partial_exprs(aggs, df.schema)
-    )
-    closing = panes.closing_panes(spec, ctx.prev_watermark_us, ctx.watermark_us)
-    state = ctx.state(op)
-    touched = new
-    untouched = None
-    if state is not None:
-        old = state.lookup(identity, new, list(identity))
-        touched = agg.conform(old.unionByName(new).groupBy(*identity).agg(*agg.merge_exprs(aggs)), new.schema)
-        # panes of the closing windows that this window's records did not touch
-        untouched = anti_join(state.select(identity, closing), new, list(identity))
-    touched = ctx.cache(touched)
-    cut = panes.horizon(spec, ctx.watermark_us)
-    ctx.set_state(op, StateDelta(touched.filter(F.col(cut[0]) >= F.lit(cut[1])), identity, expire_below=cut))
-    closing_panes = touched.filter(closing)
-    if untouched is not None:
-        closing_panes = closing_panes.unionByName(agg.conform(untouched, new.schema))
-    closed = panes.windows_from_panes(closing_panes, spec, keys, aggs, ctx.prev_watermark_us, ctx.watermark_us)
+    delta, closed = panes.aggregate_by_pane(df, ts, cfg, ctx.state(op), ctx.prev_watermark_us, ctx.watermark_us,
+                                            ctx.cache)
+    ctx.set_state(op, delta)
     return closed.select(
         to_timestamp(WS).alias("window_start"),
         to_timestamp(WE).alias("window_end"),
-        *keys,
-        *agg.final_exprs(aggs),
+        *cfg["keys"],
+        *agg.final_exprs(cfg["aggs"]),
     )
 
 
