@@ -28,8 +28,8 @@ windowed join's records are not: its delta (the windows still open, none when wi
 boundaries) is counted first, reading the time column alone, and written only when it holds rows
 (bench.backfill W3, a 64-window group: caching both sides' records took 3.0 s, reading them twice
 and counting 1.2 s). :func:`one_pass` says whether a plan
-qualifies; others run one window per round (or, replaying a derived checkpoint, window by window
-in memory: :meth:`lockgate.runtime.cycle.CycleRunner.run_group`).
+qualifies; the windows of other plans' groups run as rounds of their own (or, replaying a derived
+checkpoint, window by window in memory: :meth:`lockgate.runtime.cycle.CycleRunner.run_group`).
 """
 
 from __future__ import annotations

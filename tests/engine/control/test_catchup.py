@@ -4,9 +4,11 @@ its own with its own checkpoint row.
 The same pipeline (a tumbling aggregate, a deduplication with ``within``, a running
 aggregate) runs over the same Nexmark bids one window per round (``LOCKGATE_CATCHUP=off``)
 and in groups of three; every sink and the state at the last window must be the same (the
-operator tests check the grouped default against pandas references). Inside a group the
-checkpoints are derived: restoring to one replays the group's windows with sinks muted, and
-the run that follows writes exactly what an uninterrupted run wrote.
+operator tests check the grouped default against pandas references). That plan is not
+window-exact: each window of its groups is a round with its own snapshot. A window-exact plan's
+group runs in one pass with one snapshot, and the checkpoints before it are derived: restoring
+to one replays the group's windows with sinks muted, and the run that follows writes exactly
+what an uninterrupted run wrote.
 """
 
 from __future__ import annotations
@@ -162,13 +164,13 @@ def test_a_grouped_run_writes_what_one_window_per_round_writes(runs):
     assert grouped == single
 
 
-def test_each_window_of_a_group_has_its_own_checkpoint_and_only_the_last_a_snapshot(runs):
+def test_each_window_of_a_group_of_a_plan_not_window_exact_is_a_round_with_its_own_snapshot(runs):
     grouped = {cp.window: cp for cp in runs["3"].list_checkpoints("catchup")}
     single = {cp.window: cp for cp in runs["off"].list_checkpoints("catchup")}
     assert sorted(grouped) == sorted(single) == list(range(LAST - 9 + 1, LAST + 1))
-    stored = sorted(w for w, cp in grouped.items() if cp.snapshot_uri)
-    assert stored == [W0 + 2, W0 + 5, W0 + 8]  # groups [0..2], [3..5], [6..8]
-    assert all(cp.snapshot_uri for cp in single.values())
+    assert all(cp.snapshot_uri for cp in grouped.values()) and all(cp.snapshot_uri for cp in single.values())
+    groups = {c.window: c.timings.get("group") for c in runs["3"].list_cycles("catchup", limit=20).cycles}
+    assert groups == {w: 3 for w in range(W0, LAST + 1)}  # groups [0..2], [3..5], [6..8]
     assert [grouped[w].rows_in for w in sorted(grouped)] == [single[w].rows_in for w in sorted(single)]
 
 
@@ -180,14 +182,9 @@ def test_the_state_after_a_group_is_the_state_after_its_windows_one_by_one(runs)
         assert _rows(got) == _rows(want)
 
 
-def test_a_derived_checkpoint_says_its_state_is_replayed_not_stored(runs):
-    with pytest.raises(StateNotFoundError, match=r"derived .*replaying"):
-        runs["3"].read_state("catchup", "totals", window=W0 + 4)
-
-
-def test_restore_to_a_window_inside_a_group_replays_it_and_runs_on_exactly_once(runs):
+def test_restore_to_a_window_inside_a_group_runs_on_exactly_once(runs):
     client = runs["3"]
-    client.restore("catchup", W0 + 4)  # derived: windows 3 and 4 replayed on the snapshot of 2's fold
+    client.restore("catchup", W0 + 4)  # the middle of the group [3..5]
     assert max(cp.window for cp in client.list_checkpoints("catchup")) == W0 + 4
     client.run(REF, first=W0 + 5, last=LAST)
     assert _outputs(client, "catchup") == _outputs(runs["off"], "catchup")
@@ -251,6 +248,8 @@ def test_a_window_exact_plan_runs_its_groups_in_one_pass_and_writes_the_same(spa
             if mode == "4":
                 stored = sorted(cp.window for cp in client.list_checkpoints("onepass") if cp.snapshot_uri)
                 assert stored == [W0 + 3, W0 + 7, W0 + 8]
+                with pytest.raises(StateNotFoundError, match=r"derived .*replaying"):
+                    client.read_state("onepass", "per_band", window=W0 + 5)
                 client.restore("onepass", W0 + 5)  # derived: windows 4 and 5 replayed in one pass
                 client.run(ref, first=W0 + 6, last=LAST)
                 replayed = {s: _rows(client.read_sink("onepass", s)) for s in ONE_PASS_SINKS}
