@@ -49,7 +49,7 @@ def _grouped(wl: Workload) -> list[int]:
 
 @pytest.mark.parametrize("running", [
     pytest.param(False, id="window_exact"),
-    pytest.param(True, id="running_total", marks=pytest.mark.long),
+    pytest.param(True, id="running_total", marks=() if full_loop() else pytest.mark.long),  # make faults runs it
 ])
 def test_kills_inside_catch_up_groups_lose_and_duplicate_nothing(
     tmp_path: Path, sink_postgres, tally: Tally, running: bool
