@@ -175,6 +175,16 @@ def test_queued_runs_bench_smoke(repo_root: Path, tmp_path: Path) -> None:
     assert [r["kept_worker_ready"] for r in rows[:2]] == [False, True], rows
 
 
+def test_catchup_rounds_bench_smoke(repo_root: Path, tmp_path: Path) -> None:
+    """``bench.catchup_rounds`` in short: both modes run, every output checked against pandas."""
+    out = tmp_path / "catchup_rounds"
+    _bench_command(repo_root, "bench.catchup_rounds", "--windows", "4", "--rows", "100", "--group", "2",
+                   "--reps", "1", "--out", str(out))
+    result = json.loads((out / "results.json").read_text())
+    assert result["windows"] == 3 and set(result["seconds"]) == {"rounds", "groups"}
+    assert all(len(v) == 1 and v[0] > 0 for v in result["seconds"].values()) and result["groups_over_rounds"] > 0
+
+
 def test_graph_small_bench_smoke(repo_root: Path, tmp_path: Path) -> None:
     """``bench.graph_small --quick``: both paths measured and checked, no Spark job in a driver-side
     superstep of components."""
