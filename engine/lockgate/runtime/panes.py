@@ -59,16 +59,17 @@ def horizon(spec: dict[str, Any], wm_us: int) -> tuple[str, int]:
 
 def windows_from_panes(
     panes: DataFrame, spec: dict[str, Any], keys: list[str], aggs: dict[str, dict[str, Any]],
-    prev_us: int, wm_us: int,
+    prev_us: int, wm_us: int, layout: StructType,
 ) -> DataFrame:
     """The merged partials (``keys``, ``__ws``, ``__we``, partial columns) of the windows whose
-    end is in ``(prev_us, wm_us]``, from pane partials that include every pane of them."""
+    end is in ``(prev_us, wm_us]``, from pane partials that include every pane of them
+    (``layout``: the panes' schema, already known, so no round looks it up again)."""
     windows = assign(panes, spec, F.col(PS))
     windows = windows.filter((F.col(WE) > F.lit(prev_us)) & (F.col(WE) <= F.lit(wm_us)))
     merged = windows.groupBy(*keys, WS, WE).agg(*agg.merge_exprs(aggs))
     # the partials keep the panes' types (a DECIMAL sum would widen), as a tumbling window's do
     bounds = [StructField(WS, LongType()), StructField(WE, LongType())]
-    like = [panes.schema[c] for c in keys] + bounds + [panes.schema[c] for c in agg.partial_columns(aggs)]
+    like = [layout[c] for c in keys] + bounds + [layout[c] for c in agg.partial_columns(aggs)]
     return agg.conform(merged, StructType(like))
 
 
@@ -97,4 +98,4 @@ def aggregate_by_pane(
     of_closing = touched.filter(closing)
     if untouched is not None:
         of_closing = of_closing.unionByName(agg.conform(untouched, new.schema))
-    return delta, windows_from_panes(of_closing, spec, keys, aggs, prev_us, wm_us)
+    return delta, windows_from_panes(of_closing, spec, keys, aggs, prev_us, wm_us, new.schema)
