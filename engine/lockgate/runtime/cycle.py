@@ -80,6 +80,27 @@ def driver_rows(setting: str, default: int = 200_000) -> int:
     return count_setting(setting, default, "rows", "0 turns the driver path off")
 
 
+def packed(windows: list[int], rows: list[int], limit: int) -> list[list[int]]:
+    """Consecutive ``windows`` in packs of at most ``limit`` rows (``rows``: each window's),
+    each pack collected to the driver at once; a window of more than ``limit`` rows is in none.
+
+    >>> packed([1, 2, 3, 4, 5], [40, 40, 30, 500, 10], 100)
+    [[1, 2], [3], [5]]
+    """
+    packs: list[list[int]] = []
+    held = limit + 1
+    for w, n in zip(windows, rows, strict=True):
+        if n > limit:
+            held = limit + 1
+            continue
+        if held + n > limit:
+            packs.append([])
+            held = 0
+        packs[-1].append(w)
+        held += n
+    return packs
+
+
 @dataclass
 class _Round:
     """What one round accumulates while it runs."""
@@ -705,38 +726,59 @@ class CycleRunner:
         self, sinks: dict[str, tuple[DataFrame, dict[str, Any]]], windows: list[int], attempts: list[int],
         held: list[DataFrame],
     ) -> dict[int, dict[str, dict[str, Any]]]:
-        """Stage each window's share of every sink's tagged output: collected once and split on
-        the driver when small, else one write per window of the cached output."""
+        """Stage each window's share of every sink's tagged output: collected from the driver in
+        packs of consecutive windows that fit the driver path (one pack for most groups) and
+        split there; a window too large for it, or a sink the driver does not write, is written
+        by Spark from the cached output, one write per window."""
         staged: dict[int, dict[str, dict[str, Any]]] = {w: {} for w in windows}
+        attempt_of = dict(zip(windows, attempts, strict=True))
+        limit = self.driver_stage_rows
         for name, (df, sink) in sinks.items():
-            last = self._last_staged_rows.get(name)
-            expected = None if last is None else max(last, 1) * len(windows)
             output = df.filter(F.col(TAG) >= F.lit(windows[0]))
-            table = None
-            on_driver = self._stages_on_driver(name, sink, output, TAG)
-            if on_driver and expected is None and self.driver_stage_rows > 0:
-                # the runner's first group: no round says how large the output is, so collect at
-                # most the driver path's limit and take the driver path when that was all of it
-                # (a first backfill group of a Parquet sink otherwise wrote one Spark job per window)
-                probe = output.limit(self.driver_stage_rows + 1).toArrow()
-                if probe.num_rows <= self.driver_stage_rows:
-                    table = probe
-            elif on_driver and within(expected, self.driver_stage_rows):
-                table = output.toArrow()
-            if table is not None:
-                tags = table.column(TAG)
-                body = table.drop_columns([TAG])
-                for w, attempt in zip(windows, attempts, strict=True):
-                    staged[w][name] = stage_table(
-                        body.filter(pc.equal(tags, w)), sink, job=self.job, sink_name=name, window=w,
-                        attempt=attempt, home=self.home,
-                    )
-                self._last_staged_rows[name] = max(int(staged[w][name]["rows"]) for w in windows)
-            else:
+            packs: list[list[int]] = []
+            if self._stages_on_driver(name, sink, output, TAG) and limit > 0:
+                last = self._last_staged_rows.get(name)
+                if last is None:
+                    # the runner's first group: no round says how large the output is, so collect
+                    # at most the driver path's limit and take it when that was all of it, else
+                    # count each window's rows in what that collect cached (a first backfill
+                    # group of a Parquet sink otherwise wrote one Spark job per window)
+                    output = self._keep(held)(output)
+                    probe = output.limit(limit + 1).toArrow()
+                    if probe.num_rows <= limit:
+                        self._split(name, sink, probe, windows, attempts, staged)
+                        continue
+                    rows = {int(w): int(n) for w, n in output.groupBy(TAG).count().collect()}
+                    packs = packed(windows, [rows.get(w, 0) for w in windows], limit)
+                else:
+                    packs = packed(windows, [max(last, 1)] * len(windows), limit)
+                    if len(packs) > 1:  # each pack's collect would compute the whole output again
+                        output = self._keep(held)(output)
+            for pack in packs:
+                table = output.filter(F.col(TAG).between(F.lit(pack[0]), F.lit(pack[-1]))).toArrow()
+                self._split(name, sink, table, pack, [attempt_of[w] for w in pack], staged)
+            rest = [(w, a) for w, a in attempt_of.items() if name not in staged[w]]
+            if rest:
                 cached = self._keep(held)(df)
-                for w, attempt in zip(windows, attempts, strict=True):
-                    staged[w][name] = self._stage(name, cached.filter(F.col(TAG) == F.lit(w)).drop(TAG), sink, w, attempt)
+                for w, attempt in rest:
+                    staged[w][name] = self._stage(
+                        name, cached.filter(F.col(TAG) == F.lit(w)).drop(TAG), sink, w, attempt)
         return staged
+
+    def _split(
+        self, name: str, sink: dict[str, Any], table: pa.Table, windows: list[int], attempts: list[int],
+        staged: dict[int, dict[str, dict[str, Any]]],
+    ) -> None:
+        """Stage each of ``windows``' rows of ``table`` (sink ``name``'s collected output, tagged)
+        from the driver, and keep the largest window's rows for sizing the next group's packs."""
+        tags = table.column(TAG)
+        body = table.drop_columns([TAG])
+        for w, attempt in zip(windows, attempts, strict=True):
+            staged[w][name] = stage_table(
+                body.filter(pc.equal(tags, w)), sink, job=self.job, sink_name=name, window=w,
+                attempt=attempt, home=self.home,
+            )
+        self._last_staged_rows[name] = max(int(staged[w][name]["rows"]) for w in windows)
 
     def run_group(self, windows: list[int], attempts: list[int], restore: RestorePoint | None) -> list[CycleResult]:
         """Run consecutive ``windows`` (a catch-up group) in one go; returns one result per

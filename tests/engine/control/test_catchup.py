@@ -104,6 +104,16 @@ def test_adaptive_groups_grow_while_windows_are_cheap_and_shrink_when_slow():
     assert sizer.size == 2
 
 
+def test_an_adaptive_group_takes_a_small_tail_along():
+    sizer = GroupSizer.from_setting("auto")
+    sizer.size = AUTO_MAX
+    assert sizer.next(AUTO_MAX + AUTO_MAX // 4) == AUTO_MAX + AUTO_MAX // 4  # not 64, then a group of 16
+    assert sizer.next(AUTO_MAX + AUTO_MAX // 4 + 1) == AUTO_MAX
+    assert sizer.next(3) == 3
+    fixed = GroupSizer.from_setting("8")
+    assert fixed.next(9) == 8  # a size the run gave is the most a group takes
+
+
 def test_a_run_sizes_its_first_group_from_what_the_jobs_windows_took():
     sizer = GroupSizer.from_setting("auto")
     sizer.seed(None)  # no history: the usual first group

@@ -21,7 +21,7 @@ from lockgate.client.embedded import EmbeddedClient
 from lockgate.errors import CompileError, InvalidArgumentError
 from lockgate.plan import CompiledPlan, explain
 from lockgate.runtime.compiler import compile_pipeline
-from lockgate.runtime.cycle import CycleRunner, driver_rows
+from lockgate.runtime.cycle import CycleRunner, driver_rows, packed
 from lockgate.runtime.sinks import driver_writable
 
 FIRST = 353_445_120  # 2026-01-01T00:00:00Z in 5 s cycle windows since the epoch
@@ -50,14 +50,14 @@ def one_window_per_round(monkeypatch):
     monkeypatch.setenv("LOCKGATE_CATCHUP", "off")
 
 
-def _run(tmp_path, name: str) -> str:
+def _run(tmp_path, name: str, windows: int = WINDOWS) -> str:
     out = tmp_path / name / "out"
     path = tmp_path / name / "paths.py"
     path.parent.mkdir(parents=True)
     path.write_text(PIPELINE.format(out=str(out)))
     client = EmbeddedClient(home=str(tmp_path / name / "home"))
     try:
-        assert client.run(f"{path}:pipeline", first=FIRST, last=FIRST + WINDOWS - 1).state == "FINISHED"
+        assert client.run(f"{path}:pipeline", first=FIRST, last=FIRST + windows - 1).state == "FINISHED"
     finally:
         client.close()
     return str(out)
@@ -106,6 +106,33 @@ def test_a_sink_over_the_limit_stays_on_spark(tmp_path, spark, monkeypatch):
     rows = {w: pq.read_table(f"{out}/lg_window={w}").num_rows for w in _emitting(out)}
     after_big = [w for w in rows if rows.get(w - 1, 0) > 1]  # the round before staged over the limit
     assert after_big and all(_written_by_spark(out, w) for w in after_big)
+
+
+def test_a_group_too_large_for_one_collect_stages_in_packs_from_the_driver(tmp_path, spark, monkeypatch):
+    # reference: one window per round, every output written by Spark
+    monkeypatch.setenv("LOCKGATE_DRIVER_STAGE_ROWS", "0")
+    monkeypatch.setenv("LOCKGATE_DRIVER_SNAPSHOT_ROWS", "0")
+    windows = 12
+    spark_out = _run(tmp_path, "spark", windows)
+    per_window = [pq.read_table(f"{spark_out}/lg_window={w}").num_rows for w in range(FIRST, FIRST + windows)]
+    limit = max(per_window) * 3 // 2
+    # every window fits the driver path on its own, no group of 4 does: the first group counts
+    # each window's rows, the next ones pack by the last group's largest window
+    assert all(sum(per_window[i:i + 4]) > limit for i in range(0, windows, 4)), per_window
+    monkeypatch.setenv("LOCKGATE_DRIVER_STAGE_ROWS", str(limit))
+    monkeypatch.delenv("LOCKGATE_DRIVER_SNAPSHOT_ROWS")
+    monkeypatch.setenv("LOCKGATE_CATCHUP", "4")
+    packed_out = _run(tmp_path, "packs", windows)
+    assert _emitting(packed_out) == list(range(FIRST, FIRST + windows))
+    assert not any(_written_by_spark(packed_out, w) for w in _emitting(packed_out))
+    assert _rows(packed_out) == _rows(spark_out)
+
+
+def test_packs_of_windows_for_the_driver():
+    assert packed([1, 2, 3, 4, 5], [40, 40, 30, 500, 10], 100) == [[1, 2], [3], [5]]
+    assert packed([7, 8, 9], [0, 0, 0], 1) == [[7, 8, 9]]  # empty windows cost nothing
+    assert packed([1, 2], [101, 101], 100) == []  # each window is Spark's to write
+    assert packed([1, 2, 3], [100, 1, 100], 100) == [[1], [2], [3]]
 
 
 def test_driver_row_settings_are_checked(monkeypatch):
