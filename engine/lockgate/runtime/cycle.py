@@ -187,7 +187,7 @@ class CycleRunner:
         state = self._state_in.get(table) or LayeredState(self.spark, self._state_schemas[table], [], None)
         write = plan_write(previous, state, delta, self.max_deltas, self._last_layer_rows.get(table))
         only_delta = write.kind == DELTA or (write.kind == BASE and not previous)
-        if delta.count_first and only_delta and delta.deletes is None and delta.upserts.count() == 0:
+        if delta.count_first and only_delta and delta.deletes is None and (delta.empty or delta.upserts.count() == 0):
             written: dict[str, Any] = {"files": [], "rows": 0}
         else:
             written = self._write_layer(snapshot_uri, table, write.rows, self._layer_estimate(table, write), timings)

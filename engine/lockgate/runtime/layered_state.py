@@ -39,7 +39,8 @@ class StateDelta:
     a table of one row); ``expire_below``: ``(column, bound)``, rows whose column is below
     the bound are gone from now on (None: nothing expires); ``count_first``: the upserts are not
     cached and usually empty, so they are counted (which reads only the columns that select them)
-    before anything is written, and nothing is written when there are none.
+    before anything is written, and nothing is written when there are none; ``empty``: the plan
+    proves the upserts hold no rows, so they are neither counted nor written.
     """
 
     upserts: DataFrame
@@ -47,6 +48,7 @@ class StateDelta:
     deletes: DataFrame | None = None
     expire_below: tuple[str, int] | None = None
     count_first: bool = False
+    empty: bool = False
 
 
 def delta_rows(delta: StateDelta) -> DataFrame:
