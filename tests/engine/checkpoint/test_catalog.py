@@ -286,6 +286,10 @@ def test_a_group_begins_and_stages_its_cycles_together_or_not_at_all(catalog):
         (CycleState.STAGED, 10, 7, 1, {"read": 2})
     ] * 2
     assert [c.window for c in catalog.staged_cycles("orders")] == [3, 4]
+    again = catalog.begin_cycles("orders", [5, 6], gen, "plan-1")  # window 5's second attempt
+    assert [(c.window, c.attempt, c.state, c.generation) for c in again] == [
+        (5, 2, CycleState.RUNNING, gen), (6, 1, CycleState.RUNNING, gen)]
+    assert len({c.id for c in [*group, *again]}) == 5
 
 
 # -- checkpoints -----------------------------------------------------------------------

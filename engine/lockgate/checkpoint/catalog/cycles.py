@@ -14,7 +14,7 @@ from ...errors import CheckpointExistsError, CycleNotFoundError, CycleStateError
 from .base import CatalogBase
 from .connection import fetch_all, fetch_one
 from .jobs import check_generation, lock_job, require_job
-from .records import CycleRecord, CycleState, cycle_record
+from .records import CheckpointStatus, CycleRecord, CycleState, cycle_record
 from .schema import checkpoints_table, cycles_table, utcnow
 from .windows import complete_row
 
@@ -49,33 +49,31 @@ class StagedCycle:
     timings: Mapping[str, float] | None = None
 
 
+def _complete_already(job: str, window: int) -> CheckpointExistsError:
+    return CheckpointExistsError(
+        f"job '{job}': window {window} is complete already; run the next window, or roll "
+        f"back with `lockgate restore {job} --window W` (W < {window}) to run it again"
+    )
+
+
+def _new_cycle(
+    job: str, window: int, attempt: int, generation: int, plan_version: str | None, started: Any
+) -> dict[str, Any]:
+    """The values of a new RUNNING cycle row."""
+    return dict(job=job, window=window, attempt=attempt, generation=generation, plan_version=plan_version,
+                state=CycleState.RUNNING.value, manifest=None, rows_in=0, rows_out=0, late_rows=0, timings={},
+                error=None, started=started, finished=None)
+
+
 def _begin(conn: Connection, job: str, window: int, generation: int, plan_version: str | None) -> CycleRecord:
     """A new RUNNING attempt at ``window`` in ``conn``'s transaction (the caller checked the generation)."""
     if complete_row(conn, job, window) is not None:
-        raise CheckpointExistsError(
-            f"job '{job}': window {window} is complete already; run the next window, or roll "
-            f"back with `lockgate restore {job} --window W` (W < {window}) to run it again"
-        )
+        raise _complete_already(job, window)
     previous = conn.execute(
         sa.select(sa.func.max(cycles_table.c.attempt)).where(cycles_table.c.job == job, cycles_table.c.window == window)
     ).scalar()
     result = conn.execute(
-        sa.insert(cycles_table).values(
-            job=job,
-            window=window,
-            attempt=(previous or 0) + 1,
-            generation=generation,
-            plan_version=plan_version,
-            state=CycleState.RUNNING.value,
-            manifest=None,
-            rows_in=0,
-            rows_out=0,
-            late_rows=0,
-            timings={},
-            error=None,
-            started=utcnow(),
-            finished=None,
-        )
+        sa.insert(cycles_table).values(_new_cycle(job, window, (previous or 0) + 1, generation, plan_version, utcnow()))
     )
     return cycle_record(cycle_row(conn, result.inserted_primary_key[0]))
 
@@ -113,9 +111,36 @@ class CyclesMixin(CatalogBase):
     ) -> list[CycleRecord]:
         """:meth:`begin_cycle` for each of ``windows`` (a catch-up group), in one transaction:
         all of them begin, or none does."""
-        with self._write() as conn:
+        if len(windows) == 1:
+            with self._write() as conn:
+                check_generation(conn, job, generation, self.url)
+                return [_begin(conn, job, windows[0], generation, plan_version)]
+        with self._write() as conn:  # a group: a few statements for all of it, not four a window
             check_generation(conn, job, generation, self.url)
-            return [_begin(conn, job, w, generation, plan_version) for w in windows]
+            lo, hi = min(windows), max(windows)
+            complete = set(conn.execute(
+                sa.select(checkpoints_table.c.window).where(
+                    checkpoints_table.c.job == job, checkpoints_table.c.window.between(lo, hi),
+                    checkpoints_table.c.status == CheckpointStatus.COMPLETE.value,
+                )
+            ).scalars())
+            for w in windows:
+                if w in complete:
+                    raise _complete_already(job, w)
+            attempts = dict(conn.execute(
+                sa.select(cycles_table.c.window, sa.func.max(cycles_table.c.attempt))
+                .where(cycles_table.c.job == job, cycles_table.c.window.between(lo, hi))
+                .group_by(cycles_table.c.window)
+            ).all())
+            now = utcnow()
+            conn.execute(sa.insert(cycles_table), [
+                _new_cycle(job, w, (attempts.get(w) or 0) + 1, generation, plan_version, now) for w in windows
+            ])
+            rows = fetch_all(conn, sa.select(cycles_table).where(
+                cycles_table.c.job == job, cycles_table.c.window.between(lo, hi),
+            ).order_by(cycles_table.c.attempt))
+            by_window = {r["window"]: r for r in rows}  # each window's last attempt: the one just begun
+            return [cycle_record(by_window[w]) for w in windows]
 
     def stage_cycle(
         self,
@@ -249,6 +274,17 @@ class CyclesMixin(CatalogBase):
         """One cycle by id; CycleNotFoundError when there is none."""
         with self._read() as conn:
             return cycle_record(cycle_row(conn, cycle_id))
+
+    def update_cycles_timings(self, timings: Mapping[int, Mapping[str, float]]) -> None:
+        """:meth:`update_cycle_timings` for several cycles (id -> timings) in one transaction."""
+        with self._write() as conn:
+            for cycle_id, more in timings.items():
+                row = cycle_row(conn, cycle_id)
+                conn.execute(
+                    sa.update(cycles_table)
+                    .where(cycles_table.c.id == cycle_id)
+                    .values(timings={**(row["timings"] or {}), **more})
+                )
 
     def update_cycle_timings(self, cycle_id: int, timings: Mapping[str, float]) -> CycleRecord:
         """Merge ``timings`` (phase -> ms) into the cycle's timings."""
