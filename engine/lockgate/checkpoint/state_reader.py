@@ -51,8 +51,25 @@ def empty_state(columns: list[tuple[str, str]]) -> pa.Table:
 
 def _read_layer(uri: str, operator: str, layer: Mapping[str, Any]) -> pa.Table:
     fs, base = resolve(uri)
-    parts = [pq.read_table(f"{base}/{operator}/{item['path']}", filesystem=fs) for item in layer.get("files", [])]
+    parts = [_utc_micros(pq.read_table(f"{base}/{operator}/{item['path']}", filesystem=fs))
+             for item in layer.get("files", [])]
     return pa.concat_tables(parts, promote_options="default") if parts else pa.table({})
+
+
+def _utc_micros(t: pa.Table) -> pa.Table:
+    """``t`` with every timestamp as microseconds marked UTC. State layers written by Spark
+    until 2026-11-28 hold its default INT96 timestamps (read as naive nanoseconds holding UTC
+    instants), the driver's and Spark's since then microseconds marked UTC, and one chain may
+    hold both."""
+    for i, f in enumerate(t.schema):
+        if pa.types.is_timestamp(f.type) and (f.type.unit != "us" or f.type.tz != "UTC"):
+            col = t.column(i)
+            if f.type.tz is None:
+                col = pc.cast(col, pa.timestamp("us")).cast(pa.timestamp("us", tz="UTC"))
+            else:
+                col = pc.cast(col, pa.timestamp("us", tz="UTC"))
+            t = t.set_column(i, f.name, col)
+    return t
 
 
 def read_state_table(snapshot_uri: str | None, table: str, entry: Mapping[str, Any]) -> pa.Table:

@@ -57,7 +57,7 @@ from .invalid import CORRUPT, FLAG, clean, describe, every_column, header_mismat
 from .layered_state import LayeredState, StateDelta
 from .results import CycleResult, RestorePoint, late_sink_config
 from .settings import count_setting, within
-from .sinks import driver_stageable, driver_writable, stage_sink, stage_table
+from .sinks import PARQUET_OPTIONS, driver_stageable, driver_writable, stage_sink, stage_table
 from .sources import SourceSpan, read_slice, read_span
 from .translate import translate
 from .walk import OperatorStep, walk_cycles
@@ -228,7 +228,10 @@ class CycleRunner:
         else:
             t = time.perf_counter()
             try:
-                df.write.mode("overwrite").parquet(self.snapshots.operator_uri(snapshot_uri, table))
+                # microsecond UTC timestamps, as the driver path writes them: read_state gives one
+                # type whichever path wrote a layer (Spark's INT96 default reads as naive nanoseconds)
+                df.write.options(**PARQUET_OPTIONS).mode("overwrite").parquet(
+                    self.snapshots.operator_uri(snapshot_uri, table))
             except Exception as exc:  # a full disk or a refused folder: one clear error
                 err = self.snapshots.write_error(exc, snapshot_uri, table)
                 if err is None:
