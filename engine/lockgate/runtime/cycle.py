@@ -88,16 +88,18 @@ def packed(windows: list[int], rows: list[int], limit: int) -> list[list[int]]:
     [[1, 2], [3], [5]]
     """
     packs: list[list[int]] = []
-    held = limit + 1
+    pack: list[int] = []
+    held = 0
     for w, n in zip(windows, rows, strict=True):
-        if n > limit:
-            held = limit + 1
-            continue
-        if held + n > limit:
-            packs.append([])
-            held = 0
-        packs[-1].append(w)
-        held += n
+        if n > limit or held + n > limit:  # a window too large for any pack also ends this one
+            if pack:
+                packs.append(pack)
+            pack, held = [], 0
+        if n <= limit:
+            pack.append(w)
+            held += n
+    if pack:
+        packs.append(pack)
     return packs
 
 
@@ -627,7 +629,7 @@ class CycleRunner:
         """Stage every window's output of every sink: one Spark job per sink for the whole
         group when its windows are small (collected together, split by window, written from
         the driver), otherwise one write per window."""
-        staged: dict[int, dict[str, dict[str, Any]]] = {}
+        staged: dict[int, dict[str, dict[str, Any]]] = {w: {} for items in outputs.values() for w, *_ in items}
         for name, items in outputs.items():
             last = self._last_staged_rows.get(name)
             expected = None if last is None else max(last, 1) * len(items)
@@ -635,20 +637,14 @@ class CycleRunner:
             if len(items) > 1 and self._sink_on_driver.get(name) and within(expected, self.driver_stage_rows):
                 tagged = None
                 for w, _a, df, _s in items:
-                    one = df.withColumn("__lg_w", F.lit(w).cast("long"))
+                    one = df.withColumn(TAG, F.lit(w).cast("long"))
                     tagged = one if tagged is None else tagged.unionByName(one)
-                table = tagged.toArrow()
-                tags = table.column("__lg_w")
-                body = table.drop_columns(["__lg_w"])
-                for w, attempt, _df, _s in items:
-                    part = body.filter(pc.equal(tags, w))
-                    staged.setdefault(w, {})[name] = stage_table(
-                        part, sink, job=self.job, sink_name=name, window=w, attempt=attempt, home=self.home
-                    )
-                self._last_staged_rows[name] = max(int(d[name]["rows"]) for d in staged.values() if name in d)
+                windows = [w for w, _a, _df, _s in items]
+                self._last_staged_rows[name] = self._split(
+                    name, sink, tagged.toArrow(), windows, [a for _w, a, _df, _s in items], staged)
             else:
                 for w, attempt, df, s in items:
-                    staged.setdefault(w, {})[name] = self._stage(name, df, s, w, attempt)
+                    staged[w][name] = self._stage(name, df, s, w, attempt)
         return staged
 
     def _keep(self, held: list[DataFrame]) -> Callable[[DataFrame], DataFrame]:
@@ -744,22 +740,26 @@ class CycleRunner:
                 if last is None:
                     # the runner's first group: no round says how large the output is, so collect
                     # at most the driver path's limit and take it when that was all of it, else
-                    # count each window's rows in what that collect cached (a first backfill
-                    # group of a Parquet sink otherwise wrote one Spark job per window)
-                    output = self._keep(held)(output)
+                    # count each window's rows (a first backfill group of a Parquet sink otherwise
+                    # wrote one Spark job per window)
                     probe = output.limit(limit + 1).toArrow()
                     if probe.num_rows <= limit:
-                        self._split(name, sink, probe, windows, attempts, staged)
+                        self._last_staged_rows[name] = self._split(name, sink, probe, windows, attempts, staged)
                         continue
+                    output = self._keep(held)(output)  # counted, then collected pack by pack
                     rows = {int(w): int(n) for w, n in output.groupBy(TAG).count().collect()}
                     packs = packed(windows, [rows.get(w, 0) for w in windows], limit)
                 else:
                     packs = packed(windows, [max(last, 1)] * len(windows), limit)
                     if len(packs) > 1:  # each pack's collect would compute the whole output again
                         output = self._keep(held)(output)
-            for pack in packs:
-                table = output.filter(F.col(TAG).between(F.lit(pack[0]), F.lit(pack[-1]))).toArrow()
-                self._split(name, sink, table, pack, [attempt_of[w] for w in pack], staged)
+            largest = [
+                self._split(name, sink, output.filter(F.col(TAG).between(F.lit(pack[0]), F.lit(pack[-1]))).toArrow(),
+                            pack, [attempt_of[w] for w in pack], staged)
+                for pack in packs
+            ]
+            if largest:
+                self._last_staged_rows[name] = max(largest)
             rest = [(w, a) for w, a in attempt_of.items() if name not in staged[w]]
             if rest:
                 cached = self._keep(held)(df)
@@ -771,9 +771,10 @@ class CycleRunner:
     def _split(
         self, name: str, sink: dict[str, Any], table: pa.Table, windows: list[int], attempts: list[int],
         staged: dict[int, dict[str, dict[str, Any]]],
-    ) -> None:
-        """Stage each of ``windows``' rows of ``table`` (sink ``name``'s collected output, tagged)
-        from the driver, and keep the largest window's rows for sizing the next group's packs."""
+    ) -> int:
+        """Stage each of ``windows``' rows of ``table`` (sink ``name``'s collected output, tagged
+        with :data:`~lockgate.runtime.catchup.TAG`) from the driver; returns the largest window's
+        rows (what sizes the next group's packs)."""
         tags = table.column(TAG)
         body = table.drop_columns([TAG])
         for w, attempt in zip(windows, attempts, strict=True):
@@ -781,7 +782,7 @@ class CycleRunner:
                 body.filter(pc.equal(tags, w)), sink, job=self.job, sink_name=name, window=w,
                 attempt=attempt, home=self.home,
             )
-        self._last_staged_rows[name] = max(int(staged[w][name]["rows"]) for w in windows)
+        return max(int(staged[w][name]["rows"]) for w in windows)
 
     def run_group(self, windows: list[int], attempts: list[int], restore: RestorePoint | None) -> list[CycleResult]:
         """Run consecutive ``windows`` (a catch-up group) in one go; returns one result per

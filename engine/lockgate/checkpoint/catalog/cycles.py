@@ -16,7 +16,6 @@ from .connection import fetch_all, fetch_one
 from .jobs import check_generation, lock_job, require_job
 from .records import CheckpointStatus, CycleRecord, CycleState, cycle_record
 from .schema import checkpoints_table, cycles_table, utcnow
-from .windows import complete_row
 
 
 def cycle_row(conn: Connection, cycle_id: int) -> RowMapping:
@@ -65,17 +64,13 @@ def _new_cycle(
                 error=None, started=started, finished=None)
 
 
-def _begin(conn: Connection, job: str, window: int, generation: int, plan_version: str | None) -> CycleRecord:
-    """A new RUNNING attempt at ``window`` in ``conn``'s transaction (the caller checked the generation)."""
-    if complete_row(conn, job, window) is not None:
-        raise _complete_already(job, window)
-    previous = conn.execute(
-        sa.select(sa.func.max(cycles_table.c.attempt)).where(cycles_table.c.job == job, cycles_table.c.window == window)
-    ).scalar()
-    result = conn.execute(
-        sa.insert(cycles_table).values(_new_cycle(job, window, (previous or 0) + 1, generation, plan_version, utcnow()))
+def _merge_timings(conn: Connection, cycle_id: int, timings: Mapping[str, float]) -> None:
+    """Merge ``timings`` (phase -> ms) into the cycle's, in ``conn``'s transaction."""
+    row = cycle_row(conn, cycle_id)
+    conn.execute(
+        sa.update(cycles_table).where(cycles_table.c.id == cycle_id)
+        .values(timings={**(row["timings"] or {}), **timings})
     )
-    return cycle_record(cycle_row(conn, result.inserted_primary_key[0]))
 
 
 def _stage(conn: Connection, row: RowMapping, c: StagedCycle) -> CycleRecord:
@@ -111,11 +106,7 @@ class CyclesMixin(CatalogBase):
     ) -> list[CycleRecord]:
         """:meth:`begin_cycle` for each of ``windows`` (a catch-up group), in one transaction:
         all of them begin, or none does."""
-        if len(windows) == 1:
-            with self._write() as conn:
-                check_generation(conn, job, generation, self.url)
-                return [_begin(conn, job, windows[0], generation, plan_version)]
-        with self._write() as conn:  # a group: a few statements for all of it, not four a window
+        with self._write() as conn:  # four statements for the whole group, not four a window
             check_generation(conn, job, generation, self.url)
             lo, hi = min(windows), max(windows)
             complete = set(conn.execute(
@@ -279,20 +270,10 @@ class CyclesMixin(CatalogBase):
         """:meth:`update_cycle_timings` for several cycles (id -> timings) in one transaction."""
         with self._write() as conn:
             for cycle_id, more in timings.items():
-                row = cycle_row(conn, cycle_id)
-                conn.execute(
-                    sa.update(cycles_table)
-                    .where(cycles_table.c.id == cycle_id)
-                    .values(timings={**(row["timings"] or {}), **more})
-                )
+                _merge_timings(conn, cycle_id, more)
 
     def update_cycle_timings(self, cycle_id: int, timings: Mapping[str, float]) -> CycleRecord:
         """Merge ``timings`` (phase -> ms) into the cycle's timings."""
         with self._write() as conn:
-            row = cycle_row(conn, cycle_id)
-            conn.execute(
-                sa.update(cycles_table)
-                .where(cycles_table.c.id == cycle_id)
-                .values(timings={**(row["timings"] or {}), **timings})
-            )
+            _merge_timings(conn, cycle_id, timings)
             return cycle_record(cycle_row(conn, cycle_id))
