@@ -44,6 +44,9 @@ class ServerConfig:
     restart_backoff_max_s: float = 60.0
     #: a run that stayed healthy this long gets its restart count reset
     restart_reset_s: float = 120.0
+    #: how long a new run request waits for the job's previous run to wrap up once that run
+    #: has committed every window of its range (a DAG's next task may ask before it ends)
+    run_end_wait_s: float = 60.0
     keep_checkpoints: int = 10
     #: kill lost workers' process groups (off: leave them; fencing still refuses them)
     kill_lost_workers: bool = True

@@ -304,7 +304,7 @@ class Controller:
             )
         if job is None:
             return
-        if self.runner(job) is not None:
+        if self._running_on(job):
             raise JobStateError(f"job '{job}' is already running on this controller; stop it first")
         try:
             self.catalog.get_job(job)
@@ -315,6 +315,19 @@ class Controller:
             if last is not None and spec.first > last + 1:
                 raise WindowGapError(job, last + 1, spec.first - 1, spec.first,
                                      hint=f"e.g. --from-window {last + 1}, or set depends_on_past in Airflow")
+
+    def _running_on(self, job: str) -> bool:
+        """Whether a run of ``job`` is under way here. A run that has committed every window of
+        its range is only wrapping up (its state, its worker): it is waited for, up to
+        ``run_end_wait_s``, so that the next run of a DAG is not refused for being quick."""
+        runner = self.runner(job)
+        if runner is None:
+            return False
+        if runner.spec.mode == "range" and runner.last is not None:
+            done = self.catalog.last_checkpoint(job)
+            if done is not None and done.window >= runner.last:
+                runner.done.wait(self.config.run_end_wait_s)
+        return self.runner(job) is not None
 
     def begin(self, pipeline: str, job: str | None, spec: RunSpec,
               listener: queue.Queue[Any] | None = None) -> JobRunner:

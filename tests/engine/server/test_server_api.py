@@ -337,3 +337,21 @@ def test_stop_without_drain_cancels_the_round_and_the_job_resumes_exactly(setup,
     assert res.state == "FINISHED"
     assert srv.outputs(client.read_sink, "cancelled", out) == reference(EVENTS)
     print(f"\nstop without drain: {len(cancelled)} round cancelled; {res.windows_skipped} windows were complete")
+
+
+def test_the_next_run_is_taken_as_soon_as_the_last_run_committed_its_range(setup, reference):
+    """A DAG's next task asks for the next range the moment the last one's windows are
+    committed (a trigger saw them), while that run still wraps up (its job state, its
+    worker): the request waits for it instead of being refused as "already running"."""
+    srv, root, controller, client = setup
+    ref, out = srv.write_pipeline(root / "next", "srv", EVENTS)
+    for first in (srv.FIRST, srv.FIRST + 2):
+        client.start_run(ref, job="next", first=first, last=first + 1)
+        deadline = time.monotonic() + 600
+        while (client.get_job("next").last_window or 0) < first + 1:
+            assert time.monotonic() < deadline, client.get_job("next")
+            time.sleep(0.005)
+    seen = list(client.watch("next", timeout=600))
+    assert client.get_job("next").state == "FINISHED", seen
+    assert [c.window for c in client.list_checkpoints("next")] == [srv.FIRST + i for i in range(4)]
+    assert srv.outputs(client.read_sink, "next", out) == reference(EVENTS)
