@@ -30,10 +30,14 @@ from pyspark.sql.pandas.types import to_arrow_schema
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-#: a graph of at most this many vertices runs its supersteps on the driver
-LOCAL_VERTICES = 10_000
-#: ... and of at most this many edges
-LOCAL_EDGES = 200_000
+#: a graph of at most this many vertices runs its supersteps on the driver (the vertex state of
+#: a graph this size is written from the driver on the Spark path too: ``DRIVER_VERTICES``)
+LOCAL_VERTICES = 200_000
+#: ... and of at most this many edges (two 64-bit ids each: 64 MB of driver memory at the limit)
+LOCAL_EDGES = 4_000_000
+#: a local relation of at most this many rows is collected as Python rows (no Spark job), a
+#: larger one as Arrow (:func:`collect_table`)
+COLLECT_ROWS = 10_000
 #: the combiners :func:`combine` does with Arrow (others run as Spark aggregates)
 ARROW_COMBINERS = ("sum", "min", "max")
 
@@ -48,15 +52,20 @@ class LocalGraph:
     state: pa.Table
 
 
-def collect_table(df: DataFrame) -> pa.Table:
+def collect_table(df: DataFrame, rows: int | None = None) -> pa.Table:
     """``df``'s rows as an Arrow table of its schema's types.
 
-    ``collect`` rather than ``toArrow``: over a local relation Spark folds the projection and
-    returns its rows without a Spark job, where ``toArrow`` always runs one.
+    ``rows`` is the size of the local relation ``df`` is computed over. Up to :data:`COLLECT_ROWS`
+    of them, ``collect``: over a local relation Spark folds the projection and returns its rows
+    without a Spark job, where ``toArrow`` always runs one. Above it (or ``None``: ``df`` reads
+    files), ``toArrow``: one job, but the rows cross to Python as Arrow batches, not as a Python
+    object each (121,635 rows: 0.6 s by ``collect``, 0.1 s by ``toArrow``).
     """
     schema = to_arrow_schema(df.schema)
-    rows = df.collect()
-    columns = list(zip(*rows, strict=True)) if rows else [() for _ in schema]
+    if rows is None or rows > COLLECT_ROWS:
+        return df.toArrow().cast(schema)
+    collected = df.collect()
+    columns = list(zip(*collected, strict=True)) if collected else [() for _ in schema]
     arrays = [pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)]
     return pa.Table.from_arrays(arrays, schema=schema)
 
@@ -112,6 +121,24 @@ def changed(value: pa.ChunkedArray, old: pa.ChunkedArray) -> pa.ChunkedArray:
     return pc.invert(pc.if_else(both_null, True, pc.fill_null(same, False)))
 
 
+def at_rest(state: pa.Table, schema: pa.Schema, value: str) -> pa.Table:
+    """The computed rows (``schema``: a superstep's, before routing) of the vertices of ``state``
+    that received no message and so did not compute: the value kept (also as ``__old``),
+    ``__active`` false, nothing sent (``__send_*`` null)."""
+    columns = []
+    for f in schema:
+        if f.name == "__old":
+            c = state[value]
+        elif f.name == "__active":
+            c = pa.array([False] * state.num_rows, pa.bool_())
+        elif f.name.startswith("__send"):
+            c = pa.nulls(state.num_rows, f.type)
+        else:
+            c = state[f.name]
+        columns.append(c.cast(f.type))
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
 def count_true(mask: pa.ChunkedArray | pa.Array) -> int:
     """How many of ``mask`` are true."""
     return int(pc.sum(pc.cast(mask, pa.int64())).as_py() or 0)
@@ -150,10 +177,12 @@ def touched(ids: pa.ChunkedArray, new_edges: pa.Table) -> pa.ChunkedArray:
 
 __all__ = [
     "ARROW_COMBINERS",
+    "COLLECT_ROWS",
     "LOCAL_EDGES",
     "LOCAL_VERTICES",
     "LocalGraph",
     "align",
+    "at_rest",
     "vertex_ids",
     "with_degrees",
     "with_missing",

@@ -487,7 +487,7 @@ class SuperstepDriver:
         if user:
             observation = Observation(f"lockgate_graph_{id(self)}_0_{time.monotonic_ns()}")
             frame = frame.observe(observation, *[c.alias(name) for name, c in user.items()])
-        state = local.collect_table(frame.select(*self._state_schema.fieldNames()))
+        state = local.collect_table(frame.select(*self._state_schema.fieldNames()), self._num_vertices)
         state = state.cast(self._arrow_state_schema())
         metrics = observation.get if observation is not None else {}
         self._persist(state, 0)
@@ -814,14 +814,24 @@ class SuperstepDriver:
             assert held.new_edges is not None
             table = table.append_column("__touched", local.touched(table["id"], held.new_edges))
             touched = F.col("__touched")
+        user = self._user_aggregates(s)
+        # only the vertices with messages compute after superstep 1: the others keep their value
+        # and send nothing, so Spark evaluates the program over those alone (a superstep's cost
+        # follows the active vertices). Aggregates see every vertex: then all of them go through.
+        resting = None
+        if not (s == 1 or program.compute_all or user):
+            has = pc.greater(table[COUNT], 0)
+            if 0 < local.count_true(has) < table.num_rows:
+                resting, table = table.filter(pc.invert(has)), table.filter(has)
         step = self._step(s, aggregates, self.spark.createDataFrame(table), touched)
         frame = step.frame
-        user = self._user_aggregates(s)
         observation = None
         if user:  # observed in the same pass: over the new values and the old, which routing leaves alone
             observation = Observation(f"lockgate_graph_{id(self)}_{s}_{time.monotonic_ns()}")
             frame = frame.observe(observation, *[c.alias(name) for name, c in user.items()])
-        computed = local.collect_table(frame)
+        computed = local.collect_table(frame, table.num_rows)
+        if resting is not None:
+            computed = pa.concat_tables([computed, local.at_rest(resting, computed.schema, VALUE)])
         metrics = observation.get if observation is not None else {}
 
         routes = held.new_edges if step.evolving else held.edges
@@ -838,7 +848,7 @@ class SuperstepDriver:
                 parts.append(joined.select([to, "__message"]).rename_columns(["id", "__m"]))
             else:
                 part = self._along_edge(k, self.spark.createDataFrame(joined), step.message_type)
-                parts.append(local.collect_table(part).cast(pa.schema([("id", joined.schema.field(to).type),
+                parts.append(local.collect_table(part, joined.num_rows).cast(pa.schema([("id", joined.schema.field(to).type),
                                                                         ("__m", arrow_message)])))
         ids = computed["id"]
         if not parts:
@@ -850,7 +860,7 @@ class SuperstepDriver:
                 inbox, count = local.combine(ids, messages, program.combiner.name, arrow_message)
             else:  # a custom combiner: a Spark aggregate over the messages
                 combined = self._combined(self.spark.createDataFrame(messages), step.message_type, [])
-                inbox, count = local.align(ids, local.collect_table(combined), INBOX, COUNT)
+                inbox, count = local.align(ids, local.collect_table(combined, messages.num_rows), INBOX, COUNT)
 
         new = computed.append_column(INBOX, inbox).append_column(COUNT, count)
         state = new.select(schema.names).cast(schema)
