@@ -20,6 +20,7 @@ point messages is added in another order, as Spark's partitions would).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
 LOCAL_VERTICES = 200_000
 #: ... and of at most this many edges (two 64-bit ids each: 64 MB of driver memory at the limit)
 LOCAL_EDGES = 4_000_000
+#: senders fewer than the edges / this have their edges picked out before the join (:func:`route`)
+FEW_SENDERS = 8
 #: a local relation of at most this many rows is collected as Python rows (no Spark job), a
 #: larger one as Arrow (:func:`collect_table`)
 COLLECT_ROWS = 10_000
@@ -70,12 +73,36 @@ def collect_table(df: DataFrame, rows: int | None = None) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
+def read_edges(sources: list[str], schema: pa.Schema, limit: int) -> pa.Table | None:
+    """The edges stored at ``sources`` (Parquet files or folders on the local file system), read
+    here with pyarrow, in ``schema``'s columns and types; ``None`` when there are more than
+    ``limit`` of them (row counts from the footers: nothing is read then) or a source is not a
+    local path (Spark reads those)."""
+    import pyarrow.dataset as ds
+
+    paths = []
+    for src in sources:
+        path = src[len("file:"):] if src.startswith("file:") else src
+        if "://" in path or not os.path.exists(path):
+            return None
+        paths.append(path)
+    sets = [ds.dataset(p, format="parquet") for p in paths]
+    if sum(d.count_rows() for d in sets) > limit:
+        return None
+    tables = [d.to_table(columns=schema.names) for d in sets]
+    return pa.concat_tables([t.cast(schema) for t in tables]) if tables else schema.empty_table()
+
+
 def route(computed: pa.Table, send: str, routes: pa.Table, key: str) -> pa.Table:
     """The messages of column ``send`` of ``computed`` (``id``, the message; null: nothing sent)
     joined with the edges ``routes`` on ``key`` (``src`` for messages sent along out-edges, ``dst``
     along in-edges): one row per message and edge, ``__message`` with every edge column."""
     senders = computed.select(["id", send]).filter(pc.is_valid(computed[send]))
     senders = senders.rename_columns(["__sender", "__message"])
+    if senders.num_rows * FEW_SENDERS < routes.num_rows:
+        # a few senders: their edges picked out first (a hash probe per edge), so that the join
+        # builds its table over those, not over every edge
+        routes = routes.filter(pc.is_in(routes[key], value_set=senders["__sender"].combine_chunks()))
     return senders.join(routes, keys="__sender", right_keys=key, join_type="inner", coalesce_keys=False)
 
 
@@ -121,20 +148,44 @@ def changed(value: pa.ChunkedArray, old: pa.ChunkedArray) -> pa.ChunkedArray:
     return pc.invert(pc.if_else(both_null, True, pc.fill_null(same, False)))
 
 
-def at_rest(state: pa.Table, schema: pa.Schema, value: str) -> pa.Table:
+def at_rest(state: pa.Table, schema: pa.Schema, value: str, active: bool = False) -> pa.Table:
     """The computed rows (``schema``: a superstep's, before routing) of the vertices of ``state``
-    that received no message and so did not compute: the value kept (also as ``__old``),
-    ``__active`` false, nothing sent (``__send_*`` null)."""
+    whose program step is known to keep their value and send nothing (no message came: they
+    did not compute, ``active`` false; or ``evolve`` keeps every value and they are no new
+    edge's end: ``active`` true, as every vertex is in that superstep): the value kept (also as
+    ``__old``), nothing sent (``__send_*`` null)."""
     columns = []
     for f in schema:
         if f.name == "__old":
             c = state[value]
         elif f.name == "__active":
-            c = pa.array([False] * state.num_rows, pa.bool_())
+            c = pa.array([active] * state.num_rows, pa.bool_())
         elif f.name.startswith("__send"):
             c = pa.nulls(state.num_rows, f.type)
         else:
             c = state[f.name]
+        columns.append(c.cast(f.type))
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def warm_start(
+    vertices: pa.Table, schema: pa.Schema, value: str, inbox: str, count: str, out_degree: str, in_degree: str
+) -> pa.Table:
+    """Superstep 0's state (``schema``) of ``vertices`` that have a previous value (``__previous``):
+    that value, no message, their degrees (0 where null), as the Spark projection gives it."""
+    n = vertices.num_rows
+    columns = []
+    for f in schema:
+        if f.name == value:
+            c = vertices["__previous"]
+        elif f.name == inbox:
+            c = pa.nulls(n, f.type)
+        elif f.name == count:
+            c = pa.array([0] * n, pa.int64())
+        elif f.name in (out_degree, in_degree):
+            c = pc.fill_null(vertices[f.name], 0)
+        else:
+            c = vertices[f.name]
         columns.append(c.cast(f.type))
     return pa.Table.from_arrays(columns, schema=schema)
 
@@ -184,6 +235,7 @@ __all__ = [
     "align",
     "at_rest",
     "vertex_ids",
+    "warm_start",
     "with_degrees",
     "with_missing",
     "changed",
@@ -191,6 +243,7 @@ __all__ = [
     "combinable",
     "combine",
     "count_true",
+    "read_edges",
     "route",
     "touched",
 ]

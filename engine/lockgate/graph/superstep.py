@@ -281,6 +281,8 @@ class SuperstepDriver:
         self._edges_schema: StructType | None = None
         self._num_vertices = 0
         self._dynamic = False
+        #: the vertices of a graph run on the driver, with degrees (and ``__previous``), until superstep 0
+        self._base_table: pa.Table | None = None
         #: where the edges are when they were not copied into the folder (``run(stored_edges=)``)
         self._edge_sources: list[str] | None = None
 
@@ -329,8 +331,15 @@ class SuperstepDriver:
         self._edges_schema = edges.select(*edge_cols).schema
         # a small graph is collected once: its edges are written from the driver and its superstep 0
         # is computed over local relations (no Spark job where the program has no aggregates)
-        held = self._small_edges(edges.select(*edge_cols))
-        new_held = None if held is None or new_edges is None else local.collect_table(new_edges.select(*edge_cols))
+        new_held = None
+        if stored_edges and self._local_limit() > 0:  # read in place: no Spark job over every edge
+            new_held = None if new_edges is None else local.collect_table(new_edges.select(*edge_cols))
+            held = self._stored_edges(stored_edges, new_held)
+            if held is None:
+                new_held = None
+        else:
+            held = self._small_edges(edges.select(*edge_cols))
+            new_held = None if held is None or new_edges is None else local.collect_table(new_edges.select(*edge_cols))
         if stored_edges is not None:
             sources = [*stored_edges, *([self.folder.new_edges_uri] if new_edges is not None else [])]
             if not sources:
@@ -377,15 +386,19 @@ class SuperstepDriver:
                 )
             init = F.when(F.col("__previous").isNotNull(), F.col("__previous")).otherwise(init)
         message_type = self.program.message_type or value_type
-        state0 = base.select(
-            "id",
-            *attrs,
-            init.alias(VALUE),
-            F.lit(None).cast(message_type).alias(INBOX),
-            F.lit(0).cast(LongType()).alias(COUNT),
-            F.coalesce(F.col(OUT_DEGREE), F.lit(0)).cast(LongType()).alias(OUT_DEGREE),
-            F.coalesce(F.col(IN_DEGREE), F.lit(0)).cast(LongType()).alias(IN_DEGREE),
-        )
+
+        def initial(frame: DataFrame) -> DataFrame:
+            return frame.select(
+                "id",
+                *attrs,
+                init.alias(VALUE),
+                F.lit(None).cast(message_type).alias(INBOX),
+                F.lit(0).cast(LongType()).alias(COUNT),
+                F.coalesce(F.col(OUT_DEGREE), F.lit(0)).cast(LongType()).alias(OUT_DEGREE),
+                F.coalesce(F.col(IN_DEGREE), F.lit(0)).cast(LongType()).alias(IN_DEGREE),
+            )
+
+        state0 = initial(base)
         self._state_schema = state0.schema
         self.folder.write_manifest(
             {
@@ -404,7 +417,7 @@ class SuperstepDriver:
         with_old = state0.withColumn("__old", F.col(VALUE)).withColumn("__active", F.lit(True))
         if on_driver is not None:
             assert held is not None
-            stats = self._start_on_driver(with_old, held, new_held, started)
+            stats = self._start_on_driver(with_old, held, new_held, started, initial)
         else:
             stats = self._write(0, with_old, with_old.withColumn("__changed", F.lit(True)), started)
             self._localize(0)
@@ -450,6 +463,22 @@ class SuperstepDriver:
         table = edges.limit(local.LOCAL_EDGES + 1).toArrow()
         return table if table.num_rows <= local.LOCAL_EDGES else None
 
+    def _stored_edges(self, stored: list[str], new_held: pa.Table | None) -> pa.Table | None:
+        """:meth:`_small_edges` for edges stored at ``stored`` (with ``new_held``, a dynamic run's
+        new edges, collected): read with pyarrow, not scanned by Spark; ``None`` when the graph
+        is not small or the edges are not on the local file system."""
+        assert self._edges_schema is not None
+        schema = self._edges_schema
+        plain = all(isinstance(f.dataType, _PLAIN) for f in schema)
+        if not plain or not _same_type(schema["src"].dataType, schema["dst"].dataType):
+            return None
+        arrow = to_arrow_schema(schema)
+        room = local.LOCAL_EDGES - (0 if new_held is None else new_held.num_rows)
+        table = local.read_edges(stored, arrow, room) if room >= 0 else None
+        if table is None:
+            return None
+        return table if new_held is None else pa.concat_tables([table, new_held.cast(arrow)])
+
     def _base_on_driver(
         self, edges: pa.Table, vertices: DataFrame | None, previous: DataFrame | None
     ) -> tuple[DataFrame, list[str]] | None:
@@ -473,22 +502,39 @@ class SuperstepDriver:
             at = pc.index_in(base["id"], value_set=p_table["id"])
             base = base.append_column("__previous", p_table["value"].take(at))
         self._num_vertices = v.num_rows
+        self._base_table = base
         return self.spark.createDataFrame(base), [c for c in v.column_names if c != "id"]
 
     def _start_on_driver(
-        self, with_old: DataFrame, edges: pa.Table, new_edges: pa.Table | None, started: float
+        self, with_old: DataFrame, edges: pa.Table, new_edges: pa.Table | None, started: float,
+        initial: Callable[[DataFrame], DataFrame],
     ) -> SuperstepStats:
         """Superstep 0 of a small graph: the initial state computed over the local relation, written
-        from the driver, and held for the supersteps that follow (:mod:`lockgate.graph.local`)."""
-        assert self._state_schema is not None
+        from the driver, and held for the supersteps that follow (:mod:`lockgate.graph.local`).
+        ``initial`` is the projection from the vertices (``_base_table``'s columns) to the state."""
+        assert self._state_schema is not None and self._base_table is not None
         user = self._user_aggregates(0)
         observation = None
         frame = with_old
-        if user:
-            observation = Observation(f"lockgate_graph_{id(self)}_0_{time.monotonic_ns()}")
-            frame = frame.observe(observation, *[c.alias(name) for name, c in user.items()])
-        state = local.collect_table(frame.select(*self._state_schema.fieldNames()), self._num_vertices)
-        state = state.cast(self._arrow_state_schema())
+        schema = self._arrow_state_schema()
+        base = self._base_table
+        if "__previous" in base.column_names and not user:
+            # a dynamic run: a vertex with a previous value starts from it, so ``init`` runs over
+            # the new vertices alone (Spark evaluates the program's Column over those)
+            warm = pc.is_valid(base["__previous"])
+            cold = base.filter(pc.invert(warm))
+            parts = [local.warm_start(base.filter(warm), schema, VALUE, INBOX, COUNT, OUT_DEGREE, IN_DEGREE)]
+            if cold.num_rows:
+                cold_state = initial(self.spark.createDataFrame(cold)).select(*self._state_schema.fieldNames())
+                parts.append(local.collect_table(cold_state, cold.num_rows).cast(schema))
+            state = pa.concat_tables(parts)
+        else:
+            if user:
+                observation = Observation(f"lockgate_graph_{id(self)}_0_{time.monotonic_ns()}")
+                frame = frame.observe(observation, *[c.alias(name) for name, c in user.items()])
+            state = local.collect_table(frame.select(*self._state_schema.fieldNames()), self._num_vertices)
+            state = state.cast(schema)
+        self._base_table = None
         metrics = observation.get if observation is not None else {}
         self._persist(state, 0)
         self._local = local.LocalGraph(edges, new_edges if self._evolving(1) else None, state)
@@ -666,18 +712,9 @@ class SuperstepDriver:
         """True when superstep ``s`` runs the program's ``evolve`` (over the window's new edges)."""
         return self._dynamic and s == 1 and self.program.has_evolve()
 
-    def _step(self, s: int, aggregates: dict[str, Any], prev: DataFrame, touched: Column | None) -> _Computed:
-        """The program's ``compute`` (or ``evolve``) over ``prev``, type-checked: every vertex's new
-        value (``VALUE``, the old one as ``__old``), whether it computed (``__active``) and its
-        messages (``__send_out``, ``__send_in``), with the attributes and degrees."""
-        program = self.program
-        assert self._state_schema is not None
-        value_type = self._state_schema[VALUE].dataType
-        message_type = self._state_schema[INBOX].dataType
-        attrs = [c for c in prev.columns if c != "id" and not c.startswith("__")]
-        evolving = self._evolving(s)
-        fn = "evolve" if evolving else "compute"
-        ctx = VertexContext(
+    def _vertex_ctx(self, s: int, aggregates: dict[str, Any], touched: Column | None) -> VertexContext:
+        """The ``ctx`` of ``compute`` (or ``evolve``) at superstep ``s``: Columns of the state."""
+        return VertexContext(
             id=F.col("id"),
             value=F.col(VALUE),
             messages=F.col(INBOX),
@@ -689,7 +726,25 @@ class SuperstepDriver:
             aggregates=aggregates,
             touched=touched,
         )
-        step = self._call(fn, ctx, Step)
+
+    def _evolve_keeps_values(self, s: int, aggregates: dict[str, Any], touched: Column) -> bool:
+        """True when the program's ``evolve`` gives every vertex its value as it is (``ctx.value``
+        itself): then only the new edges' endpoints, which alone send along them, need computing."""
+        step = self._call("evolve", self._vertex_ctx(s, aggregates, touched), Step)
+        return str(step.value) == str(F.col(VALUE))
+
+    def _step(self, s: int, aggregates: dict[str, Any], prev: DataFrame, touched: Column | None) -> _Computed:
+        """The program's ``compute`` (or ``evolve``) over ``prev``, type-checked: every vertex's new
+        value (``VALUE``, the old one as ``__old``), whether it computed (``__active``) and its
+        messages (``__send_out``, ``__send_in``), with the attributes and degrees."""
+        program = self.program
+        assert self._state_schema is not None
+        value_type = self._state_schema[VALUE].dataType
+        message_type = self._state_schema[INBOX].dataType
+        attrs = [c for c in prev.columns if c != "id" and not c.startswith("__")]
+        evolving = self._evolving(s)
+        fn = "evolve" if evolving else "compute"
+        step = self._call(fn, self._vertex_ctx(s, aggregates, touched), Step)
 
         everyone = s == 1 or program.compute_all
         active = F.lit(True) if everyone else F.col(COUNT) > 0
@@ -815,14 +870,20 @@ class SuperstepDriver:
             table = table.append_column("__touched", local.touched(table["id"], held.new_edges))
             touched = F.col("__touched")
         user = self._user_aggregates(s)
-        # only the vertices with messages compute after superstep 1: the others keep their value
-        # and send nothing, so Spark evaluates the program over those alone (a superstep's cost
-        # follows the active vertices). Aggregates see every vertex: then all of them go through.
+        # only the vertices with messages compute after superstep 1, and only the new edges' ends
+        # in an evolve that keeps every value: the others keep their value and send nothing, so
+        # Spark evaluates the program over those alone (a superstep's cost follows the active
+        # vertices). Aggregates see every vertex: then all of them go through.
         resting = None
+        computing = None
+        resting_active = False
         if not (s == 1 or program.compute_all or user):
-            has = pc.greater(table[COUNT], 0)
-            if 0 < local.count_true(has) < table.num_rows:
-                resting, table = table.filter(pc.invert(has)), table.filter(has)
+            computing = pc.greater(table[COUNT], 0)
+        elif touched is not None and not user and self._evolve_keeps_values(s, aggregates, touched):
+            computing = table["__touched"]  # the messages travel along the new edges: their ends send
+            resting_active = True
+        if computing is not None and 0 < local.count_true(computing) < table.num_rows:
+            resting, table = table.filter(pc.invert(computing)), table.filter(computing)
         step = self._step(s, aggregates, self.spark.createDataFrame(table), touched)
         frame = step.frame
         observation = None
@@ -831,7 +892,7 @@ class SuperstepDriver:
             frame = frame.observe(observation, *[c.alias(name) for name, c in user.items()])
         computed = local.collect_table(frame, table.num_rows)
         if resting is not None:
-            computed = pa.concat_tables([computed, local.at_rest(resting, computed.schema, VALUE)])
+            computed = pa.concat_tables([computed, local.at_rest(resting, computed.schema, VALUE, resting_active)])
         metrics = observation.get if observation is not None else {}
 
         routes = held.new_edges if step.evolving else held.edges

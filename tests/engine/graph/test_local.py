@@ -185,3 +185,52 @@ def test_changed_is_spark_null_safe_inequality() -> None:
     value = pa.chunked_array([[1.0, None, None, float("nan"), 2.0]])
     old = pa.chunked_array([[1.0, None, 3.0, float("nan"), float("nan")]])
     assert local.changed(value, old).to_pylist() == [False, False, True, False, True]
+
+
+def test_a_graph_above_the_collect_limit_runs_on_the_driver_reading_its_edges_in_place(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More vertices than COLLECT_ROWS (the state comes back as Arrow), the edges read in place with
+    pyarrow from a folder Spark wrote and a file pyarrow wrote (no copy, no Spark scan of them):
+    networkx's components and PageRank, supersteps without a Spark job each past superstep 1, and
+    the same when the edges are too many for the driver (Spark then runs the supersteps)."""
+    import pyarrow.parquet as pq
+
+    many = local.COLLECT_ROWS + 2_000
+    chain = [(i, i + 1, 1.0) for i in range(0, many, 2)]  # pairs: many components, 2 supersteps
+    extra = random_edges(many, 3_000, seed=45)
+    spark.createDataFrame(chain, "src long, dst long, weight double").write.parquet(str(tmp_path / "a"))
+    pq.write_table(pa.table({"src": [e[0] for e in extra], "dst": [e[1] for e in extra],
+                             "weight": [e[2] for e in extra]}), tmp_path / "b.parquet")
+    stored = [str(tmp_path / "a"), f"file://{tmp_path / 'b.parquet'}"]
+    everything = [*chain, *extra]
+    want_cc = nx_components(digraph(everything))
+    assert len(digraph(everything)) > local.COLLECT_ROWS
+
+    def run(name: str) -> tuple[dict[Any, Any], dict[Any, float], list[int]]:
+        sc = spark.sparkContext
+        group = f"lockgate-test-{name}"
+        seen: list[int] = []
+        sc.setJobGroup(group, "graph above the collect limit")
+        try:
+            cc = SuperstepDriver(ConnectedComponents(), str(tmp_path / f"cc-{name}"), spark=spark,
+                                 on_superstep=lambda s: seen.append(len(sc.statusTracker().getJobIdsForGroup(group)))
+                                 ).run(edges_df(spark, everything), stored_edges=stored)
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)
+        pr = pagerank(edges_df(spark, everything), str(tmp_path / f"pr-{name}"), tolerance=0.0, max_iterations=5,
+                      stored_edges=stored)
+        jobs = [b - a for a, b in zip(seen, seen[1:], strict=False)]
+        return ({r.id: r.component for r in cc.output.collect()}, {r.id: r.rank for r in pr.output.collect()},
+                jobs)
+
+    cc, ranks, jobs = run("driver")
+    assert cc == want_cc
+    assert max(jobs[1:]) <= 1  # past superstep 1 only the vertices with messages compute: no job when few
+    assert 0 in jobs[1:]
+    monkeypatch.setattr(local, "LOCAL_EDGES", 100)  # too many edges for the driver: Spark's supersteps
+    cc_spark, ranks_spark, jobs_spark = run("spark")
+    assert cc_spark == want_cc
+    assert min(jobs_spark) >= 2
+    assert ranks.keys() == ranks_spark.keys()
+    assert max(abs(ranks[v] - ranks_spark[v]) for v in ranks) < 1e-12
