@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 LOCAL_VERTICES = 200_000
 #: ... and of at most this many edges (two 64-bit ids each: 64 MB of driver memory at the limit)
 LOCAL_EDGES = 4_000_000
+#: how many edges the first look at a graph collects (:func:`collect_edges`)
+FIRST_EDGES = 200_000
 #: senders fewer than the edges / this have their edges picked out before the join (:func:`route`)
 FEW_SENDERS = 8
 #: a local relation of at most this many rows is collected as Python rows (no Spark job), a
@@ -91,6 +93,23 @@ def read_edges(sources: list[str], schema: pa.Schema, limit: int) -> pa.Table | 
         return None
     tables = [d.to_table(columns=schema.names) for d in sets]
     return pa.concat_tables([t.cast(schema) for t in tables]) if tables else schema.empty_table()
+
+
+def collect_edges(edges: DataFrame) -> pa.Table | None:
+    """``edges`` collected to the driver when there are at most :data:`LOCAL_EDGES` of them, else
+    ``None``. Up to :data:`FIRST_EDGES` come in the one job that finds out; a larger graph is
+    counted first (a second job), so that one too large is never collected whole."""
+    schema = to_arrow_schema(edges.schema)
+    look = min(FIRST_EDGES, LOCAL_EDGES)
+    first = edges.limit(look + 1).toArrow()
+    if first.num_rows <= look:
+        return first.cast(schema)
+    if look == LOCAL_EDGES:
+        return None
+    if edges.limit(LOCAL_EDGES + 1).count() > LOCAL_EDGES:
+        return None
+    table = edges.limit(LOCAL_EDGES + 1).toArrow()
+    return table.cast(schema) if table.num_rows <= LOCAL_EDGES else None
 
 
 def route(computed: pa.Table, send: str, routes: pa.Table, key: str) -> pa.Table:
@@ -239,6 +258,7 @@ __all__ = [
     "with_degrees",
     "with_missing",
     "changed",
+    "collect_edges",
     "collect_table",
     "combinable",
     "combine",

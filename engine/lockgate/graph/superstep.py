@@ -460,8 +460,7 @@ class SuperstepDriver:
         plain = all(isinstance(f.dataType, _PLAIN) for f in schema)
         if self._local_limit() <= 0 or not plain or not _same_type(schema["src"].dataType, schema["dst"].dataType):
             return None
-        table = edges.limit(local.LOCAL_EDGES + 1).toArrow()
-        return table if table.num_rows <= local.LOCAL_EDGES else None
+        return local.collect_edges(edges)
 
     def _stored_edges(self, stored: list[str], new_held: pa.Table | None) -> pa.Table | None:
         """:meth:`_small_edges` for edges stored at ``stored`` (with ``new_held``, a dynamic run's
@@ -503,7 +502,10 @@ class SuperstepDriver:
             base = base.append_column("__previous", p_table["value"].take(at))
         self._num_vertices = v.num_rows
         self._base_table = base
-        return self.spark.createDataFrame(base), [c for c in v.column_names if c != "id"]
+        # a warm start without aggregates builds superstep 0 from this table (init over the new
+        # vertices only): Spark needs the vertices' schema here, not their rows
+        shape = base.slice(0, 0) if p_table is not None and not self._user_aggregates(0) else base
+        return self.spark.createDataFrame(shape), [c for c in v.column_names if c != "id"]
 
     def _start_on_driver(
         self, with_old: DataFrame, edges: pa.Table, new_edges: pa.Table | None, started: float,
@@ -839,8 +841,12 @@ class SuperstepDriver:
         ends = _same_type(self._edges_schema["src"].dataType, self._edges_schema["dst"].dataType)
         if not (plain and ends and 0 < self._num_vertices <= limit):
             return
-        edges = local.collect_table(self._edges().limit(local.LOCAL_EDGES + 1))
-        if edges.num_rows > local.LOCAL_EDGES:
+        edges = None
+        if self._edge_sources is not None:
+            edges = local.read_edges(self._edge_sources, to_arrow_schema(self._edges_schema), local.LOCAL_EDGES)
+        if edges is None:
+            edges = local.collect_edges(self._edges())
+        if edges is None:
             return
         new_edges = None
         if self._evolving(s + 1):

@@ -234,3 +234,54 @@ def test_a_graph_above_the_collect_limit_runs_on_the_driver_reading_its_edges_in
     assert min(jobs_spark) >= 2
     assert ranks.keys() == ranks_spark.keys()
     assert max(abs(ranks[v] - ranks_spark[v]) for v in ranks) < 1e-12
+
+
+class _Aging(VertexProgram):
+    """Each window ages every vertex by one (``evolve`` changes every value, not only the new
+    edges' ends), and a vertex takes the largest age that reaches it."""
+
+    combiner = MAX
+    halt_when = Halt.NO_MESSAGES
+
+    def init(self, ctx: VertexContext) -> Column:
+        return F.lit(0).cast("long")
+
+    def compute(self, ctx: VertexContext) -> Step:
+        if ctx.superstep == 1:
+            return Step(ctx.value, send_out=ctx.value)
+        older = ctx.messages > ctx.value
+        return Step(F.when(older, ctx.messages).otherwise(ctx.value), send_out=F.when(older, ctx.messages))
+
+    def evolve(self, ctx: VertexContext) -> Step:
+        assert ctx.touched is not None
+        return Step(ctx.value + 1, send_out=F.when(ctx.touched, ctx.value + 1))
+
+
+@pytest.mark.parametrize("driver", [True, False])
+def test_an_evolve_that_changes_every_value_runs_over_every_vertex(spark: SparkSession, tmp_path: Path,
+                                                                   driver: bool) -> None:
+    limit = None if driver else 0
+    first = SuperstepDriver(_Aging(), str(tmp_path / "w0"), spark=spark, local_vertices=limit).run(
+        edges_df(spark, BASE))
+    second = SuperstepDriver(_Aging(), str(tmp_path / "w1"), spark=spark, local_vertices=limit).run(
+        edges_df(spark, [*BASE, *NEW]), previous=first.values, new_edges=edges_df(spark, NEW))
+    ages = {r.id: r.value for r in second.output.collect()}
+    # every vertex aged once, the ones far from the new edges too (new vertices start at 0)
+    assert set(ages) == set(digraph([*BASE, *NEW])) and set(ages.values()) == {1}
+    assert second.stats[1].active_vertices == len(ages)
+
+
+def test_collect_edges_counts_a_graph_larger_than_its_first_look(spark: SparkSession,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(local, "FIRST_EDGES", 100)
+    monkeypatch.setattr(local, "LOCAL_EDGES", 1_000)
+    small = edges_df(spark, random_edges(300, 80, seed=46))
+    middle = edges_df(spark, random_edges(300, 500, seed=47))
+    large = edges_df(spark, random_edges(900, 1_500, seed=48))
+    assert local.collect_edges(small).num_rows == 80  # one look
+    got = local.collect_edges(middle)  # counted, then collected
+    assert got is not None and sorted(got.to_pylist(), key=str) == sorted(
+        [r.asDict() for r in middle.collect()], key=str)
+    assert local.collect_edges(large) is None  # counted: too many for the driver
+    monkeypatch.setattr(local, "LOCAL_EDGES", 50)
+    assert local.collect_edges(small) is None  # the first look never takes more than LOCAL_EDGES
