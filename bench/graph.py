@@ -463,7 +463,7 @@ def main() -> None:
                       "l1_diff_vs_lockgate": float(np.sum(np.abs(lg_ranks - ref["ranks"])))},
         "ratio_lockgate_vs_plain_parquet": r3(med["lockgate"] / med["plain_parquet_edges"]),
         "ratio_lockgate_vs_plain_cached": r3(med["lockgate"] / med["plain_cached_edges"]),
-        "target_ratio": 1.3,
+        "target_ratio": 1.1,  # issue 30
     }
     result["static_pagerank"] = pr_static
 

@@ -101,7 +101,7 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    return f"{cpu}, {subprocess.getoutput('nproc')} cores, {platform.python_version()}"
+    return f"{cpu}, {subprocess.getoutput('nproc')} cores, Python {platform.python_version()}"
 
 
 def main() -> None:
