@@ -1,13 +1,16 @@
-"""Supersteps of a small graph held on the driver: the edges and the vertex state as Arrow tables.
+"""Supersteps of a graph held on the driver: the edges and the vertex state as Arrow tables.
 
 A superstep over a few thousand vertices is a few milliseconds of work, but as Spark jobs (a join
 with the edges, a shuffle to combine the messages, a Parquet write read back) it costs most of a
-second of scheduling. When the graph is small (:data:`LOCAL_VERTICES`, :data:`LOCAL_EDGES`) the
-driver keeps the edges and the last superstep's state in memory and runs a superstep as:
+second of scheduling, and over a million edges it scans every edge however few vertices changed.
+When the graph fits the driver (:data:`LOCAL_VERTICES`, :data:`LOCAL_EDGES`) the driver keeps the
+edges and the last superstep's state in memory and runs a superstep as:
 
-1. the program's Column expressions evaluated by Spark over the state as a local relation (a
-   projection Spark's optimizer folds into the relation: no Spark job; one small job when the
-   program has aggregates, observed in the same pass);
+1. the program's Column expressions evaluated by Spark over the vertices that compute, as a local
+   relation: after superstep 1 those with messages (:func:`at_rest` gives the others' rows), in a
+   dynamic run's ``evolve`` that keeps every value the new edges' ends. Up to :data:`COLLECT_ROWS`
+   rows come back without a Spark job (a projection Spark's optimizer folds into the relation), more
+   as Arrow in one job; a program with aggregates runs one, observed in the same pass;
 2. the messages joined with the edges and combined per receiving vertex here, with Arrow
    (:func:`route`, :func:`combine`), for the built-in combiners; ``along_edge`` and custom
    combiners are still Spark expressions over local relations;
