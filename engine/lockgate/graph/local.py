@@ -81,8 +81,9 @@ def collect_table(df: DataFrame, rows: int | None = None) -> pa.Table:
 def read_edges(sources: list[str], schema: pa.Schema, limit: int) -> pa.Table | None:
     """The edges stored at ``sources`` (Parquet files or folders on the local file system), read
     here with pyarrow, in ``schema``'s columns and types; ``None`` when there are more than
-    ``limit`` of them (row counts from the footers: nothing is read then) or a source is not a
-    local path (Spark reads those)."""
+    ``limit`` of them (row counts from the footers: nothing is read then), a source is not a
+    local path, or pyarrow cannot read it in those columns (a partition column in a folder's
+    path, say): Spark reads those."""
     import pyarrow.dataset as ds
 
     paths = []
@@ -91,11 +92,14 @@ def read_edges(sources: list[str], schema: pa.Schema, limit: int) -> pa.Table | 
         if "://" in path or not os.path.exists(path):
             return None
         paths.append(path)
-    sets = [ds.dataset(p, format="parquet") for p in paths]
-    if sum(d.count_rows() for d in sets) > limit:
+    try:
+        sets = [ds.dataset(p, format="parquet") for p in paths]
+        if sum(d.count_rows() for d in sets) > limit:
+            return None
+        tables = [d.to_table(columns=schema.names).cast(schema) for d in sets]
+    except (pa.ArrowException, OSError, KeyError):  # a layout pyarrow does not read as Spark does
         return None
-    tables = [d.to_table(columns=schema.names) for d in sets]
-    return pa.concat_tables([t.cast(schema) for t in tables]) if tables else schema.empty_table()
+    return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
 def collect_edges(edges: DataFrame) -> pa.Table | None:

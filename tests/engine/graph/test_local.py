@@ -12,6 +12,7 @@ import pytest
 from graphref import clustered_edges, digraph, edges_df, nx_components, nx_distances, random_edges
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from lockgate.graph import (
     MAX,
@@ -285,3 +286,19 @@ def test_collect_edges_counts_a_graph_larger_than_its_first_look(spark: SparkSes
     assert local.collect_edges(large) is None  # counted: too many for the driver
     monkeypatch.setattr(local, "LOCAL_EDGES", 50)
     assert local.collect_edges(small) is None  # the first look never takes more than LOCAL_EDGES
+
+
+def test_edges_pyarrow_cannot_read_as_spark_does_are_left_to_spark(spark: SparkSession, tmp_path: Path) -> None:
+    """A partition column in the folder's path (Spark reads it, pyarrow's plain dataset does not) and
+    a URI pyarrow cannot reach: read_edges gives up, and the run reads the edges with Spark."""
+    edges = random_edges(60, 150, seed=49)
+    df = edges_df(spark, edges).withColumn("part", F.col("src") % 3)
+    df.write.partitionBy("part").parquet(str(tmp_path / "parted"))
+    schema = to_arrow_schema(df.schema)
+    assert local.read_edges([str(tmp_path / "parted")], schema, 10_000) is None
+    assert local.read_edges(["s3a://bucket/edges"], schema, 10_000) is None
+    assert local.read_edges([str(tmp_path / "parted")], to_arrow_schema(df.drop("part").schema),
+                            10_000).num_rows == len(edges)
+    stored = spark.read.parquet(str(tmp_path / "parted"))
+    result = connected_components(stored, str(tmp_path / "cc"), stored_edges=[str(tmp_path / "parted")])
+    assert {r.id: r.component for r in result.output.collect()} == nx_components(digraph(edges))
