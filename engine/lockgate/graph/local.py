@@ -102,21 +102,20 @@ def read_edges(sources: list[str], schema: pa.Schema, limit: int) -> pa.Table | 
     return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
-def collect_edges(edges: DataFrame) -> pa.Table | None:
-    """``edges`` collected to the driver when there are at most :data:`LOCAL_EDGES` of them, else
-    ``None``. Up to :data:`FIRST_EDGES` come in the one job that finds out; a larger graph is
-    counted first (a second job), so that one too large is never collected whole."""
+def collect_edges(edges: DataFrame, first: int | None = None, limit: int | None = None) -> pa.Table | None:
+    """``edges`` collected to the driver when there are at most ``limit`` (:data:`LOCAL_EDGES`) of
+    them, else ``None``. Up to ``first`` (:data:`FIRST_EDGES`) come in the one job that finds out; a
+    larger graph is counted first (a second job), so that one too large is never collected whole."""
+    limit = LOCAL_EDGES if limit is None else limit
+    look = min(FIRST_EDGES if first is None else first, limit)
     schema = to_arrow_schema(edges.schema)
-    look = min(FIRST_EDGES, LOCAL_EDGES)
-    first = edges.limit(look + 1).toArrow()
-    if first.num_rows <= look:
-        return first.cast(schema)
-    if look == LOCAL_EDGES:
+    table = edges.limit(look + 1).toArrow()
+    if table.num_rows <= look:
+        return table.cast(schema)
+    if look == limit or edges.limit(limit + 1).count() > limit:
         return None
-    if edges.limit(LOCAL_EDGES + 1).count() > LOCAL_EDGES:
-        return None
-    table = edges.limit(LOCAL_EDGES + 1).toArrow()
-    return table.cast(schema) if table.num_rows <= LOCAL_EDGES else None
+    table = edges.limit(limit + 1).toArrow()
+    return table.cast(schema) if table.num_rows <= limit else None
 
 
 def route(computed: pa.Table, send: str, routes: pa.Table, key: str) -> pa.Table:
@@ -174,24 +173,22 @@ def changed(value: pa.ChunkedArray, old: pa.ChunkedArray) -> pa.ChunkedArray:
     return pc.invert(pc.if_else(both_null, True, pc.fill_null(same, False)))
 
 
+def _shaped(rows: pa.Table, schema: pa.Schema, given: dict[str, pa.Array | pa.ChunkedArray]) -> pa.Table:
+    """A table of ``schema``: the ``given`` columns, the others taken from ``rows`` by name."""
+    columns = [(given[f.name] if f.name in given else rows[f.name]).cast(f.type) for f in schema]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
 def at_rest(state: pa.Table, schema: pa.Schema, value: str, active: bool = False) -> pa.Table:
     """The computed rows (``schema``: a superstep's, before routing) of the vertices of ``state``
     whose program step is known to keep their value and send nothing (no message came: they
     did not compute, ``active`` false; or ``evolve`` keeps every value and they are no new
     edge's end: ``active`` true, as every vertex is in that superstep): the value kept (also as
     ``__old``), nothing sent (``__send_*`` null)."""
-    columns = []
-    for f in schema:
-        if f.name == "__old":
-            c = state[value]
-        elif f.name == "__active":
-            c = pa.array([active] * state.num_rows, pa.bool_())
-        elif f.name.startswith("__send"):
-            c = pa.nulls(state.num_rows, f.type)
-        else:
-            c = state[f.name]
-        columns.append(c.cast(f.type))
-    return pa.Table.from_arrays(columns, schema=schema)
+    n = state.num_rows
+    given = {"__old": state[value], "__active": pa.array([active] * n, pa.bool_())}
+    given.update({f.name: pa.nulls(n, f.type) for f in schema if f.name.startswith("__send")})
+    return _shaped(state, schema, given)
 
 
 def warm_start(
@@ -200,20 +197,13 @@ def warm_start(
     """Superstep 0's state (``schema``) of ``vertices`` that have a previous value (``__previous``):
     that value, no message, their degrees (0 where null), as the Spark projection gives it."""
     n = vertices.num_rows
-    columns = []
-    for f in schema:
-        if f.name == value:
-            c = vertices["__previous"]
-        elif f.name == inbox:
-            c = pa.nulls(n, f.type)
-        elif f.name == count:
-            c = pa.array([0] * n, pa.int64())
-        elif f.name in (out_degree, in_degree):
-            c = pc.fill_null(vertices[f.name], 0)
-        else:
-            c = vertices[f.name]
-        columns.append(c.cast(f.type))
-    return pa.Table.from_arrays(columns, schema=schema)
+    return _shaped(vertices, schema, {
+        value: vertices["__previous"],
+        inbox: pa.nulls(n, schema.field(inbox).type),
+        count: pa.array([0] * n, pa.int64()),
+        out_degree: pc.fill_null(vertices[out_degree], 0),
+        in_degree: pc.fill_null(vertices[in_degree], 0),
+    })
 
 
 def count_true(mask: pa.ChunkedArray | pa.Array) -> int:

@@ -452,13 +452,17 @@ class SuperstepDriver:
     def _local_limit(self) -> int:
         return local.LOCAL_VERTICES if self.local_vertices is None else self.local_vertices
 
-    def _small_edges(self, edges: DataFrame) -> pa.Table | None:
-        """The edges, collected, when the graph may run on the driver (at most ``LOCAL_EDGES`` of
-        them, plain column types, ``src`` and ``dst`` of one type); else ``None``."""
+    def _plain_edges(self) -> bool:
+        """Whether the driver path can hold the edges: plain column types, ``src`` and ``dst`` of one type."""
         assert self._edges_schema is not None
         schema = self._edges_schema
         plain = all(isinstance(f.dataType, _PLAIN) for f in schema)
-        if self._local_limit() <= 0 or not plain or not _same_type(schema["src"].dataType, schema["dst"].dataType):
+        return plain and _same_type(schema["src"].dataType, schema["dst"].dataType)
+
+    def _small_edges(self, edges: DataFrame) -> pa.Table | None:
+        """The edges, collected, when the graph may run on the driver (at most ``LOCAL_EDGES`` of
+        them, :meth:`_plain_edges`); else ``None``."""
+        if self._local_limit() <= 0 or not self._plain_edges():
             return None
         return local.collect_edges(edges)
 
@@ -467,11 +471,9 @@ class SuperstepDriver:
         new edges, collected): read with pyarrow, not scanned by Spark; ``None`` when the graph
         is not small or the edges are not on the local file system."""
         assert self._edges_schema is not None
-        schema = self._edges_schema
-        plain = all(isinstance(f.dataType, _PLAIN) for f in schema)
-        if not plain or not _same_type(schema["src"].dataType, schema["dst"].dataType):
+        if not self._plain_edges():
             return None
-        arrow = to_arrow_schema(schema)
+        arrow = to_arrow_schema(self._edges_schema)
         room = local.LOCAL_EDGES - (0 if new_held is None else new_held.num_rows)
         table = local.read_edges(stored, arrow, room) if room >= 0 else None
         if table is None:
@@ -502,10 +504,16 @@ class SuperstepDriver:
             base = base.append_column("__previous", p_table["value"].take(at))
         self._num_vertices = v.num_rows
         self._base_table = base
-        # a warm start without aggregates builds superstep 0 from this table (init over the new
-        # vertices only): Spark needs the vertices' schema here, not their rows
-        shape = base.slice(0, 0) if p_table is not None and not self._user_aggregates(0) else base
+        # a warm start builds superstep 0 from this table: Spark needs the vertices' schema here, not their rows
+        shape = base.slice(0, 0) if self._warm_on_driver() else base
         return self.spark.createDataFrame(shape), [c for c in v.column_names if c != "id"]
+
+    def _warm_on_driver(self) -> bool:
+        """Whether superstep 0 on the driver is a warm start: the vertices with a previous value start
+        from it (built in Arrow) and ``init`` runs over the new vertices alone. Not when the program
+        has aggregates, which superstep 0 observes over every vertex."""
+        base = self._base_table
+        return base is not None and "__previous" in base.column_names and not self._user_aggregates(0)
 
     def _start_on_driver(
         self, with_old: DataFrame, edges: pa.Table, new_edges: pa.Table | None, started: float,
@@ -520,9 +528,7 @@ class SuperstepDriver:
         frame = with_old
         schema = self._arrow_state_schema()
         base = self._base_table
-        if "__previous" in base.column_names and not user:
-            # a dynamic run: a vertex with a previous value starts from it, so ``init`` runs over
-            # the new vertices alone (Spark evaluates the program's Column over those)
+        if self._warm_on_driver():
             warm = pc.is_valid(base["__previous"])
             cold = base.filter(pc.invert(warm))
             parts = [local.warm_start(base.filter(warm), schema, VALUE, INBOX, COUNT, OUT_DEGREE, IN_DEGREE)]
@@ -837,9 +843,8 @@ class SuperstepDriver:
         self._local = None
         limit = self._local_limit()
         assert self._state_schema is not None and self._edges_schema is not None
-        plain = all(isinstance(f.dataType, _PLAIN) for f in [*self._state_schema, *self._edges_schema])
-        ends = _same_type(self._edges_schema["src"].dataType, self._edges_schema["dst"].dataType)
-        if not (plain and ends and 0 < self._num_vertices <= limit):
+        plain = all(isinstance(f.dataType, _PLAIN) for f in self._state_schema)
+        if not (plain and self._plain_edges() and 0 < self._num_vertices <= limit):
             return
         edges = None
         if self._edge_sources is not None:

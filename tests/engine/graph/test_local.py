@@ -189,7 +189,7 @@ def test_changed_is_spark_null_safe_inequality() -> None:
 
 
 def test_a_graph_above_the_collect_limit_runs_on_the_driver_reading_its_edges_in_place(
-    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    spark: SparkSession, tmp_path: Path
 ) -> None:
     """More vertices than COLLECT_ROWS (the state comes back as Arrow), the edges read in place with
     pyarrow from a folder Spark wrote and a file pyarrow wrote (no copy, no Spark scan of them):
@@ -208,29 +208,32 @@ def test_a_graph_above_the_collect_limit_runs_on_the_driver_reading_its_edges_in
     want_cc = nx_components(digraph(everything))
     assert len(digraph(everything)) > local.COLLECT_ROWS
 
-    def run(name: str) -> tuple[dict[Any, Any], dict[Any, float], list[int]]:
+    def run(name: str, local_vertices: int | None) -> tuple[dict[Any, Any], dict[Any, float], list[int]]:
         sc = spark.sparkContext
         group = f"lockgate-test-{name}"
         seen: list[int] = []
         sc.setJobGroup(group, "graph above the collect limit")
         try:
             cc = SuperstepDriver(ConnectedComponents(), str(tmp_path / f"cc-{name}"), spark=spark,
+                                 local_vertices=local_vertices,
                                  on_superstep=lambda s: seen.append(len(sc.statusTracker().getJobIdsForGroup(group)))
                                  ).run(edges_df(spark, everything), stored_edges=stored)
         finally:
             sc.setLocalProperty("spark.jobGroup.id", None)
-        pr = pagerank(edges_df(spark, everything), str(tmp_path / f"pr-{name}"), tolerance=0.0, max_iterations=5,
-                      stored_edges=stored)
+        pr = SuperstepDriver(PageRank(tolerance=0.0, max_iterations=5), str(tmp_path / f"pr-{name}"), spark=spark,
+                             local_vertices=local_vertices).run(edges_df(spark, everything), stored_edges=stored)
         jobs = [b - a for a, b in zip(seen, seen[1:], strict=False)]
         return ({r.id: r.component for r in cc.output.collect()}, {r.id: r.rank for r in pr.output.collect()},
                 jobs)
 
-    cc, ranks, jobs = run("driver")
+    cc, ranks, jobs = run("driver", None)
     assert cc == want_cc
     assert max(jobs[1:]) <= 1  # past superstep 1 only the vertices with messages compute: no job when few
     assert 0 in jobs[1:]
-    monkeypatch.setattr(local, "LOCAL_EDGES", 100)  # too many edges for the driver: Spark's supersteps
-    cc_spark, ranks_spark, jobs_spark = run("spark")
+    # more edges than the driver takes: read_edges gives up on the footers' count, and Spark's supersteps
+    # (local_vertices=0) give the same results
+    assert local.read_edges(stored, to_arrow_schema(edges_df(spark, everything).schema), 100) is None
+    cc_spark, ranks_spark, jobs_spark = run("spark", 0)
     assert cc_spark == want_cc
     assert min(jobs_spark) >= 2
     assert ranks.keys() == ranks_spark.keys()
@@ -272,20 +275,17 @@ def test_an_evolve_that_changes_every_value_runs_over_every_vertex(spark: SparkS
     assert second.stats[1].active_vertices == len(ages)
 
 
-def test_collect_edges_counts_a_graph_larger_than_its_first_look(spark: SparkSession,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(local, "FIRST_EDGES", 100)
-    monkeypatch.setattr(local, "LOCAL_EDGES", 1_000)
+def test_collect_edges_counts_a_graph_larger_than_its_first_look(spark: SparkSession) -> None:
+    look = {"first": 100, "limit": 1_000}
     small = edges_df(spark, random_edges(300, 80, seed=46))
     middle = edges_df(spark, random_edges(300, 500, seed=47))
     large = edges_df(spark, random_edges(900, 1_500, seed=48))
-    assert local.collect_edges(small).num_rows == 80  # one look
-    got = local.collect_edges(middle)  # counted, then collected
+    assert local.collect_edges(small, **look).num_rows == 80  # one look
+    got = local.collect_edges(middle, **look)  # counted, then collected
     assert got is not None and sorted(got.to_pylist(), key=str) == sorted(
         [r.asDict() for r in middle.collect()], key=str)
-    assert local.collect_edges(large) is None  # counted: too many for the driver
-    monkeypatch.setattr(local, "LOCAL_EDGES", 50)
-    assert local.collect_edges(small) is None  # the first look never takes more than LOCAL_EDGES
+    assert local.collect_edges(large, **look) is None  # counted: too many for the driver
+    assert local.collect_edges(small, first=100, limit=50) is None  # the first look never takes more than the limit
 
 
 def test_edges_pyarrow_cannot_read_as_spark_does_are_left_to_spark(spark: SparkSession, tmp_path: Path) -> None:
