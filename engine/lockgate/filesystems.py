@@ -17,7 +17,9 @@ This module imports nothing from Lockgate and no Spark.
 
 from __future__ import annotations
 
+import errno
 import os
+import time
 
 import pyarrow.fs as pafs
 
@@ -107,18 +109,32 @@ def is_dir(fs: pafs.FileSystem, path: str) -> bool:
     return file_type(fs, path) == pafs.FileType.Directory
 
 
+#: pauses between tries to delete a folder that another process is still writing into
+DELETE_RETRY_PAUSES_S = (0.05, 0.2, 0.5, 1.0)
+
+
 def delete_path(fs: pafs.FileSystem, path: str) -> bool:
-    """Delete a folder (with its contents) or a file; ``False`` when nothing was there."""
+    """Delete a folder (with its contents) or a file; ``False`` when nothing was there.
+
+    A folder another process is still writing into (a fenced run's executors finishing
+    their tasks) is not empty when its last entry goes: the delete is tried again a few
+    times, then the ``OSError`` is raised."""
     kind = file_type(fs, path)
     if kind == pafs.FileType.NotFound:
         return False
-    try:
-        if kind == pafs.FileType.Directory:
-            fs.delete_dir(path)
-        else:
-            fs.delete_file(path)
-    except FileNotFoundError:  # deleted concurrently
-        return False
+    for pause in (*DELETE_RETRY_PAUSES_S, None):
+        try:
+            if kind == pafs.FileType.Directory:
+                fs.delete_dir(path)
+            else:
+                fs.delete_file(path)
+            return True
+        except FileNotFoundError:  # deleted concurrently
+            return False
+        except OSError as err:
+            if pause is None or err.errno != errno.ENOTEMPTY:
+                raise
+            time.sleep(pause)
     return True
 
 

@@ -4,6 +4,10 @@ sources, the snapshot store and sink committers (real files, no Spark)."""
 from __future__ import annotations
 
 import os
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
@@ -101,6 +105,41 @@ def test_exists_list_delete(tmp_path):
     assert delete_path(fs, f"{root}/d1") is True
     assert delete_path(fs, f"{root}/d1") is False
     assert not exists(fs, f"{root}/d1")
+
+
+@contextmanager
+def writing_into(folder, seconds: float) -> Iterator[None]:
+    """A thread that keeps adding files to ``folder/op`` for ``seconds`` (or until the
+    block ends), recreating the folders a concurrent delete takes away."""
+    until = time.monotonic() + seconds
+    stop = threading.Event()
+
+    def write() -> None:
+        n = 0
+        while not stop.is_set() and time.monotonic() < until:
+            try:
+                (folder / "op").mkdir(parents=True, exist_ok=True)
+                (folder / "op" / f"part-{n}").write_bytes(b"x")
+            except FileNotFoundError:  # the delete won a race; write again
+                pass
+            n += 1
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    time.sleep(0.1)
+    try:
+        yield
+    finally:
+        stop.set()
+        writer.join()
+
+
+def test_a_folder_still_written_into_is_deleted_once_the_writer_stops(tmp_path):
+    fs, root = resolve(tmp_path)
+    folder = tmp_path / "w=0000000001-a2"
+    with writing_into(folder, seconds=0.4):
+        assert delete_path(fs, f"{root}/{folder.name}") is True
+    assert not folder.exists()
 
 
 def _spellings(folder, monkeypatch) -> list[str]:

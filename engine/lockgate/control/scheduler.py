@@ -384,7 +384,8 @@ class CycleScheduler:
         """Delete staged output and snapshots that no checkpoint refers to: after the
         replay above, every staged file of this job belongs to an abandoned attempt."""
         for name, sink in self.sinks.items():
-            committer_for(sink, self.home, self.job).discard_all_staged(self.job, name)
+            self._sweep(f"staged output of sink '{name}'",
+                        lambda name=name, sink=sink: committer_for(sink, self.home, self.job).discard_all_staged(self.job, name))
         self._delete_unneeded_snapshots()
 
     def _delete_unneeded_snapshots(self, up_to: int | None = None) -> None:
@@ -395,7 +396,16 @@ class CycleScheduler:
         for uri in self.snapshots.list_snapshots(self.job):
             parsed = parse_snapshot_uri(uri)
             if uri not in keep and (up_to is None or (parsed is not None and parsed[1] <= up_to)):
-                self.snapshots.delete(uri)
+                self._sweep(f"snapshot {uri}", lambda uri=uri: self.snapshots.delete(uri))
+
+    def _sweep(self, what: str, delete: Callable[[], object]) -> None:
+        """One delete of garbage. A folder that a fenced run is still writing into (it has
+        not seen yet that it lost the job) is left for the next sweep: nothing refers to
+        it, and this run's work must not fail over it."""
+        try:
+            delete()
+        except OSError as err:
+            log_event(log, "garbage_left", job=self.job, what=what, reason=f"{type(err).__name__}: {err}")
 
     def _discard(self, manifest: dict[str, Any]) -> None:
         for name, staged in (manifest.get("staged") or {}).items():

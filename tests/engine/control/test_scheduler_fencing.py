@@ -20,9 +20,16 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.dataset as ds
+from small_disk import mount, unmount
 
+from lockgate.api.loader import load_pipeline
 from lockgate.checkpoint.catalog import Catalog
+from lockgate.checkpoint.snapshots import SnapshotStore
 from lockgate.client.embedded import EmbeddedClient
+from lockgate.control.scheduler import CycleScheduler
+from lockgate.runtime.compiler import compile_pipeline
+from lockgate.runtime.staging import staging_uri
+from lockgate.states import JobState
 
 FIRST = 353_445_120  # 2026-01-01T00:00:00Z in 5 s windows
 LAST = FIRST + 3
@@ -120,3 +127,40 @@ def test_the_earlier_of_two_runs_is_fenced_cleanly_and_leaves_nothing(tmp_path: 
         client.close()
     want = _rows(ref_out)
     assert want and _rows(out) == want
+
+
+def test_a_folder_the_sweep_cannot_delete_is_left_to_the_next_sweep(tmp_path: Path, spark: Any) -> None:
+    """The run that takes a job over deletes every staged attempt and unneeded snapshot.
+    One it cannot delete (a fenced run's executors still writing into it; here, for a
+    failure that does not depend on timing, a mount inside it) is left: nothing refers to
+    it, so the run goes on instead of failing, and the next sweep takes it."""
+    home, out = tmp_path / "home", tmp_path / "out"
+    path = tmp_path / "fenced.py"
+    path.write_text(PIPELINE.format(out=str(out)))
+    graph = compile_pipeline(load_pipeline(f"{path}:pipeline"), spark).graph
+    catalog = Catalog(f"sqlite:///{tmp_path / 'catalog.db'}")
+    snapshots = SnapshotStore(home / "snapshots")
+    sink = graph.vertices["totals_files"].config["sink"]
+    snapshot = Path(snapshots.snapshot_uri("fenced", PAUSED, 2))
+    staged = Path(staging_uri(sink, job="fenced", sink_name="totals_files", window=PAUSED, attempt=2, home=str(home)))
+
+    def take_over() -> CycleScheduler:
+        scheduler = CycleScheduler(catalog, snapshots, graph, "fenced", str(home), executor=None)  # type: ignore[arg-type]
+        scheduler.prepare()
+        return scheduler
+
+    for folder in (snapshot, staged):
+        mount(folder / "op", "size=1m")
+        (folder / "op" / "part-0.parquet").write_bytes(b"x")
+    try:
+        first = take_over()
+        assert first.state == JobState.SCHEDULING and catalog.get_job("fenced").last_error is None
+        assert snapshot.is_dir() and staged.is_dir()
+    finally:
+        for folder in (snapshot, staged):
+            unmount(folder / "op")
+
+    second = take_over()
+    assert second.generation == first.generation + 1
+    assert not snapshot.exists() and not staged.exists()
+    catalog.close()
