@@ -114,7 +114,11 @@ def test_run_trigger_follows_a_controller_and_on_kill_stops_at_a_window_boundary
             await c.close()
         await trigger.on_kill()
 
-    asyncio.run(asyncio.wait_for(kill_after_a_window(), 240))
+    try:
+        asyncio.run(asyncio.wait_for(kill_after_a_window(), 240))
+    except TimeoutError:  # say where the run stood, and what the controller logged
+        pytest.fail(f"no window of the long run within 240 s: {client.get_job('trig_grpc')}\n"
+                    + grpc_env.log.read_text(errors="replace")[-6000:], pytrace=False)
     job = client.get_job("trig_grpc")
     assert job.state == "STOPPED", job
     assert first + 2 <= job.last_window < first + 400
