@@ -55,6 +55,7 @@ from .compaction import TableWrite, max_deltas, plan_write
 from .context import CycleContext
 from .invalid import CORRUPT, FLAG, clean, describe, every_column, header_mismatch, rule_of, timeless
 from .layered_state import LayeredState, StateDelta
+from .one_job import collect_together, packable
 from .results import CycleResult, RestorePoint, late_sink_config
 from .settings import count_setting, within
 from .sinks import PARQUET_OPTIONS, driver_stageable, driver_writable, stage_sink, stage_table
@@ -101,6 +102,27 @@ def packed(windows: list[int], rows: list[int], limit: int) -> list[list[int]]:
     if pack:
         packs.append(pack)
     return packs
+
+
+#: the prefix of a sink's key among a round's tails collected together (state tables have none)
+_SINK = "sink:"
+
+
+@dataclass
+class _LayerWrite:
+    """What one round writes of one state table, decided before anything is computed."""
+
+    table: str
+    delta: StateDelta
+    write: TableWrite
+    #: the table's manifest entry at the restore point
+    entry_in: dict[str, Any]
+    #: the delta is counted before it is written, and written only when it holds rows
+    count_first: bool
+    #: the plan proves it holds no rows: nothing is written
+    nothing: bool
+    #: the driver collects and writes it (it is expected to be small)
+    on_driver: bool
 
 
 @dataclass
@@ -160,6 +182,8 @@ class CycleRunner:
         self._timeless: dict[str, int] = {}
         #: the restore point of the round (or group) running: where its sources stood before it
         self._restore: RestorePoint | None = None
+        #: the session's spark.sql.execution.arrow.useLargeVarTypes (read at the first collect of tails)
+        self._large_var_types: bool | None = None
 
     def _layer_estimate(self, table: str, write: TableWrite) -> int | None:
         """Rows the layer about to be written may hold; None when unknown (then Spark writes it)."""
@@ -175,30 +199,38 @@ class CycleRunner:
             return chain - sum(int(layer["rows"]) for layer in write.kept) + pending
         return chain + pending
 
-    def _snapshot(
-        self, snapshot_uri: str, table: str, delta: StateDelta, restore: RestorePoint | None,
-        timings: dict[str, float],
-    ) -> dict[str, Any]:
-        """Write what the round changed in one state table (a delta layer, or a fold of its
-        chain: :func:`~lockgate.runtime.compaction.plan_write`); returns its manifest entry,
-        which names every layer of the table's chain. Adds the time spent persisting it to
-        ``timings["snapshot_io"]``. A delta marked ``count_first`` that holds no rows writes
-        nothing (when the write would be that delta alone, not a fold)."""
+    def _plan_layer(self, table: str, delta: StateDelta, restore: RestorePoint | None) -> _LayerWrite:
+        """What the round writes of one state table (a delta layer, or a fold of its chain:
+        :func:`~lockgate.runtime.compaction.plan_write`), and whether the driver writes it."""
         entry_in = (restore.snapshot_manifest.get(table) or {}) if restore is not None else {}
         previous = table_layers(restore.snapshot_uri if restore else None, entry_in)
         state = self._state_in.get(table) or LayeredState(self.spark, self._state_schemas[table], [], None)
         write = plan_write(previous, state, delta, self.max_deltas, self._last_layer_rows.get(table))
         only_delta = write.kind == DELTA or (write.kind == BASE and not previous)
-        if delta.count_first and only_delta and delta.deletes is None and (delta.empty or delta.upserts.count() == 0):
+        count_first = delta.count_first and only_delta and delta.deletes is None
+        estimate = self._layer_estimate(table, write)
+        return _LayerWrite(table, delta, write, entry_in, count_first, count_first and delta.empty,
+                           self._state_on_driver[table] and within(estimate, self.driver_snapshot_rows))
+
+    def _snapshot(
+        self, snapshot_uri: str, layer: _LayerWrite, timings: dict[str, float], collected: pa.Table | None = None,
+    ) -> dict[str, Any]:
+        """Write what the round changed in one state table (``collected``: its rows, already
+        on the driver); returns its manifest entry, which names every layer of the table's
+        chain. Adds the time spent persisting it to ``timings["snapshot_io"]``. A delta marked
+        ``count_first`` that holds no rows writes nothing (when the write would be that delta
+        alone, not a fold)."""
+        table, write = layer.table, layer.write
+        if layer.nothing or (collected is None and layer.count_first and layer.delta.upserts.count() == 0):
             written: dict[str, Any] = {"files": [], "rows": 0}
         else:
-            written = self._write_layer(snapshot_uri, table, write.rows, self._layer_estimate(table, write), timings)
+            written = self._write_layer(snapshot_uri, table, write.rows, layer.on_driver, timings, collected)
         self._last_layer_rows[table] = int(written["rows"])
         layers = list(write.kept)
         if written["rows"] > 0:
             layers.append({"snapshot": snapshot_uri, "kind": write.layer_kind, **written})
-        return {**layered_entry(layers, delta.expire_below or horizon(entry_in)), "written": write.kind,
-                "identity": None if delta.identity is None else list(delta.identity)}
+        return {**layered_entry(layers, layer.delta.expire_below or horizon(layer.entry_in)), "written": write.kind,
+                "identity": None if layer.delta.identity is None else list(layer.delta.identity)}
 
     def _carry_unchanged(self, manifest: dict[str, Any], restore: RestorePoint | None) -> dict[str, Any]:
         """``manifest`` with every state table the round did not write carried over from the
@@ -218,13 +250,16 @@ class CycleRunner:
         return out
 
     def _write_layer(
-        self, snapshot_uri: str, table: str, df: DataFrame, estimate: int | None, timings: dict[str, float]
+        self, snapshot_uri: str, table: str, df: DataFrame, on_driver: bool, timings: dict[str, float],
+        collected: pa.Table | None = None,
     ) -> dict[str, Any]:
-        """Write one layer (from the driver when it is expected to be small); returns its
-        ``{"files", "rows"}``. On the driver path the time is the file write alone (the
-        collect computes the round, which the sinks then reuse); on Spark's the whole write."""
-        if self._state_on_driver[table] and within(estimate, self.driver_snapshot_rows):
-            collected = df.toArrow()
+        """Write one layer (from the driver when it is expected to be small; ``collected``: its
+        rows, already there); returns its ``{"files", "rows"}``. On the driver path the time is
+        the file write alone (the collect computes the round, which the sinks then reuse); on
+        Spark's the whole write."""
+        if on_driver:
+            if collected is None:
+                collected = df.toArrow()
             t = time.perf_counter()
             entry = self.snapshots.write_table(snapshot_uri, table, collected)
         else:
@@ -243,14 +278,44 @@ class CycleRunner:
         timings["snapshot_io"] = timings.get("snapshot_io", 0.0) + time.perf_counter() - t
         return entry
 
-    def _stage(self, name: str, df: DataFrame, sink: dict[str, Any], window: int, attempt: int) -> dict[str, Any]:
-        """Stage one sink's output: from the driver when its last round was small and its
-        columns are of types the driver writes as Spark does (the first round of a runner
-        always goes through Spark, which also tells the size)."""
+    def _collect_tails(
+        self, layers: list[_LayerWrite], sinks: list[tuple[str, DataFrame, dict[str, Any]]]
+    ) -> dict[str, pa.Table]:
+        """The round's tails the driver writes (small state layers, small sinks' output),
+        collected in one Spark job when there are several (:mod:`lockgate.runtime.one_job`):
+        the first collect would compute the round, and each further one read it back. Keys:
+        the state table, or :data:`_SINK` and the sink's name; none when fewer than two go."""
+        keys: list[str] = []
+        frames: list[DataFrame] = []
+        for layer in layers:
+            if layer.on_driver and not layer.nothing:
+                keys.append(layer.table)
+                frames.append(layer.write.rows)
+        for name, df, _cfg in sinks:
+            if self._stages_small(name):
+                keys.append(_SINK + name)
+                frames.append(df)
+        if len(frames) < 2 or not all(packable(df) for df in frames):
+            return {}
+        if self._large_var_types is None:
+            self._large_var_types = self.spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
+        return dict(zip(keys, collect_together(frames, self._large_var_types), strict=True))
+
+    def _stages_small(self, name: str) -> bool:
+        """Whether sink ``name`` stages its next round from the driver: its last round was
+        small and its columns are of types the driver writes as Spark does (the first round
+        of a runner always goes through Spark, which also tells the size)."""
+        return within(self._last_staged_rows.get(name), self.driver_stage_rows) and bool(self._sink_on_driver.get(name))
+
+    def _stage(
+        self, name: str, df: DataFrame, sink: dict[str, Any], window: int, attempt: int,
+        collected: pa.Table | None = None,
+    ) -> dict[str, Any]:
+        """Stage one sink's output (:meth:`_stages_small`: from the driver; ``collected``: its
+        rows, already there)."""
         where = dict(job=self.job, sink_name=name, window=window, attempt=attempt, home=self.home)
-        last = self._last_staged_rows.get(name)
-        if within(last, self.driver_stage_rows) and self._sink_on_driver[name]:
-            staged = stage_table(df.toArrow(), sink, **where)
+        if collected is not None or self._stages_small(name):
+            staged = stage_table(df.toArrow() if collected is None else collected, sink, **where)
         else:
             staged = stage_sink(df, sink, **where)
             self._stages_on_driver(name, sink, df)
@@ -449,17 +514,19 @@ class CycleRunner:
             t2 = time.perf_counter()
             snapshot_uri = None
             manifest: dict[str, Any] = {}
+            layers = [self._plan_layer(table, ctx.state_out[table], restore) for table in state_tables]
+            on_driver = self._collect_tails(layers, sinks)
             if state_tables:
                 snapshot_uri = self.snapshots.snapshot_uri(self.job, window, attempt)
-                for table in state_tables:
-                    manifest[table] = self._snapshot(snapshot_uri, table, ctx.state_out[table], restore, timings)
+                for layer in layers:
+                    manifest[layer.table] = self._snapshot(snapshot_uri, layer, timings, on_driver.get(layer.table))
             manifest = self._carry_unchanged(manifest, restore)
             timings["snapshot"] = time.perf_counter() - t2
 
             t3 = time.perf_counter()
             staged = {}
             for name, df, sink_cfg in sinks:
-                staged[name] = self._stage(name, df, sink_cfg, window, attempt)
+                staged[name] = self._stage(name, df, sink_cfg, window, attempt, on_driver.get(_SINK + name))
             timings["stage"] = time.perf_counter() - t3
             timings["write"] = time.perf_counter() - t2
             counts = round_.counts
@@ -848,7 +915,7 @@ class CycleRunner:
             if deltas:
                 snapshot_uri = self.snapshots.snapshot_uri(self.job, last_w, last_a)
                 for table, delta in deltas.items():
-                    manifest[table] = self._snapshot(snapshot_uri, table, delta, restore, timings)
+                    manifest[table] = self._snapshot(snapshot_uri, self._plan_layer(table, delta, restore), timings)
             manifest = self._carry_unchanged(manifest, restore)
             timings["snapshot"] = time.perf_counter() - t2
             t3 = time.perf_counter()

@@ -256,3 +256,36 @@ def test_a_runner_refuses_an_execution_graph_it_cannot_run(tmp_path, spark):
     streamless.cycles[0].mode = "iterator"
     with pytest.raises(CompileError, match=r"cycle_1 is a top-level 'iterator' cycle: only 'stream' cycles run rounds"):
         _runner(spark, dataclasses.replace(plan, execution=streamless), tmp_path, "iterator")
+
+
+def test_a_small_round_collects_its_state_and_output_in_one_spark_job(tmp_path, spark):
+    """After the first round (which measures through Spark), a round whose state delta and
+    sink output both go through the driver computes and collects them with one Spark action
+    (its jobs: the broadcasts its plan needs, then the collect), not one action each. The
+    round's jobs are found by their job group, and the action that started each by the call
+    site Spark names its stages after."""
+    from lockgate.api.loader import load_pipeline
+    from lockgate.runtime.results import RestorePoint
+
+    path = tmp_path / "paths.py"
+    path.write_text(PIPELINE.format(out=str(tmp_path / "out")))
+    runner = _runner(spark, compile_pipeline(load_pipeline(f"{path}:pipeline"), spark), tmp_path, "one_job")
+    sc = spark.sparkContext
+    tracker = sc.statusTracker()
+    actions, rows, restore = [], [], None
+    for i, window in enumerate(range(FIRST, FIRST + WINDOWS)):
+        sc.setJobGroup(f"one-job-{i}", "a round")
+        try:
+            result = runner.run(window, 1, restore)
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)
+        stages = [tracker.getStageInfo(s) for j in tracker.getJobIdsForGroup(f"one-job-{i}")
+                  for s in tracker.getJobInfo(j).stageIds]
+        actions.append({s.name for s in stages if s is not None})
+        restore = RestorePoint(window, result.snapshot_uri, result.snapshot_manifest, result.positions)
+        rows.append(result.staged["out"]["rows"])
+        assert result.snapshot_manifest["per_auction.main"]["layers"]
+    assert sum(rows[1:]) > 0
+    assert len(actions[0]) >= 2, actions[0]  # the first round: Spark's writers, one per tail
+    for names in actions[1:]:
+        assert len(names) == 1 and re.search(r"^toArrow at .*lockgate/runtime/one_job\.py:\d+$", *names), names

@@ -1,0 +1,86 @@
+"""Several DataFrames collected to the driver in one Spark job.
+
+A round ends with its tails: each stateful operator's state delta and each sink's output.
+When they are all small, the driver writes them (one Parquet file each), and collecting
+them one by one costs a Spark job each: the first computes the round (its cached frames),
+the others read it back. :func:`collect_together` collects them as one union instead, each
+frame's rows packed in a struct column of their own and tagged with the frame's position,
+and unpacks them on the driver into the tables ``toArrow`` would have given one by one
+(same columns, same types, same nullability).
+
+This module imports nothing from Lockgate.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
+
+#: the column that says which frame a row of the union came from
+TAIL = "__lg_tail"
+
+
+def _nullable(dt: DataType) -> DataType:
+    """``dt`` with every nested field, element and value nullable: a frame's struct is null on
+    the other frames' rows, and so are its fields (Arrow refuses nulls in a non-null field)."""
+    if isinstance(dt, StructType):
+        return StructType([StructField(f.name, _nullable(f.dataType), True, f.metadata) for f in dt.fields])
+    if isinstance(dt, ArrayType):
+        return ArrayType(_nullable(dt.elementType), True)
+    if isinstance(dt, MapType):
+        return MapType(_nullable(dt.keyType), _nullable(dt.valueType), True)
+    return dt
+
+
+def packable(df: DataFrame) -> bool:
+    """Whether ``df``'s rows can travel packed in one struct: columns with distinct names."""
+    names = df.columns
+    return bool(names) and len(set(names)) == len(names)
+
+
+def collect_together(frames: list[DataFrame], large_types: bool = False) -> list[pa.Table]:
+    """Each frame's rows, as ``frame.toArrow()`` gives them, from one Spark job.
+
+    ``large_types``: the session's ``spark.sql.execution.arrow.useLargeVarTypes`` (what
+    ``toArrow`` would use). Every frame must be :func:`packable`.
+
+    >>> a = spark.range(3).withColumnRenamed("id", "k")           # doctest: +SKIP
+    >>> b = spark.createDataFrame([("x",)], "v string")           # doctest: +SKIP
+    >>> [t.num_rows for t in collect_together([a, b])]           # doctest: +SKIP
+    [3, 1]
+    """
+    if len(frames) == 1:
+        return [frames[0].toArrow()]
+    names = [f"__lg_t{i}" for i in range(len(frames))]
+    packed = [StructType([StructField(f.name, f.dataType, f.nullable, f.metadata) for f in df.schema.fields])
+              for df in frames]
+    union = None
+    for i, df in enumerate(frames):
+        columns = [F.lit(i).alias(TAIL)]
+        for j, name in enumerate(names):
+            if j == i:
+                columns.append(F.struct(F.col("*")).cast(_nullable(packed[j])).alias(name))
+            else:
+                columns.append(F.lit(None).cast(_nullable(packed[j])).alias(name))
+        part = df.select(*columns)
+        union = part if union is None else union.union(part)
+    assert union is not None
+    table = union.toArrow()
+    tags = table[TAIL]
+    out = []
+    for i, df in enumerate(frames):
+        want = to_arrow_schema(df.schema, error_on_duplicated_field_names_in_struct=True, timezone="UTC",
+                               prefers_large_types=large_types)
+        rows = table.filter(pc.equal(tags, i))[names[i]].combine_chunks()
+        if len(rows) == 0:
+            out.append(want.empty_table())
+            continue
+        out.append(pa.Table.from_struct_array(rows).cast(want))
+    return out
+
+
+__all__ = ["TAIL", "collect_together", "packable"]
