@@ -16,24 +16,25 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
+from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 
 #: the column that says which frame a row of the union came from
 TAIL = "__lg_tail"
 
 
-def _nullable(dt: DataType) -> DataType:
-    """``dt`` with every nested field, element and value nullable: a frame's struct is null on
-    the other frames' rows, and so are its fields (Arrow refuses nulls in a non-null field)."""
+def _ddl(dt: DataType) -> str:
+    """``dt`` as a SQL type with every nested field nullable (a frame's struct is null on the
+    other frames' rows, and so are its fields: Arrow refuses nulls in a non-null field).
+    Names are quoted, so any column name goes."""
     if isinstance(dt, StructType):
-        return StructType([StructField(f.name, _nullable(f.dataType), True, f.metadata) for f in dt.fields])
+        fields = ", ".join(f"`{f.name.replace('`', '``')}`: {_ddl(f.dataType)}" for f in dt.fields)
+        return f"STRUCT<{fields}>"
     if isinstance(dt, ArrayType):
-        return ArrayType(_nullable(dt.elementType), True)
+        return f"ARRAY<{_ddl(dt.elementType)}>"
     if isinstance(dt, MapType):
-        return MapType(_nullable(dt.keyType), _nullable(dt.valueType), True)
-    return dt
+        return f"MAP<{_ddl(dt.keyType)}, {_ddl(dt.valueType)}>"
+    return dt.simpleString()
 
 
 def packable(df: DataFrame) -> bool:
@@ -56,17 +57,15 @@ def collect_together(frames: list[DataFrame], large_types: bool = False) -> list
     if len(frames) == 1:
         return [frames[0].toArrow()]
     names = [f"__lg_t{i}" for i in range(len(frames))]
-    packed = [StructType([StructField(f.name, f.dataType, f.nullable, f.metadata) for f in df.schema.fields])
-              for df in frames]
+    types = [_ddl(StructType(df.schema.fields)) for df in frames]
     union = None
     for i, df in enumerate(frames):
-        columns = [F.lit(i).alias(TAIL)]
-        for j, name in enumerate(names):
-            if j == i:
-                columns.append(F.struct(F.col("*")).cast(_nullable(packed[j])).alias(name))
-            else:
-                columns.append(F.lit(None).cast(_nullable(packed[j])).alias(name))
-        part = df.select(*columns)
+        # one expression list per frame: it is parsed in the JVM, one call each
+        columns = [f"{i} AS {TAIL}"] + [
+            f"CAST({'struct(*)' if j == i else 'NULL'} AS {ddl}) AS {name}"
+            for j, (name, ddl) in enumerate(zip(names, types, strict=True))
+        ]
+        part = df.selectExpr(*columns)
         union = part if union is None else union.union(part)
     assert union is not None
     table = union.toArrow()

@@ -12,13 +12,14 @@ select id, cast(id as string) as `a.b`, timestamp_micros(id * 1000000) as ts,
        date_add(date'2026-01-01', cast(id as int)) as d, cast(id / 3 as decimal(10, 2)) as dec,
        array(id, null) as arr, map('k', id) as m, named_struct('x', id, 't', timestamp_micros(id)) as st,
        array(named_struct('y', id)) as structs, cast(null as string) as nothing,
-       cast(cast(id as string) as binary) as bin, id % 2 = 0 as even, cast(id as double) / 7 as ratio
+       cast(cast(id as string) as binary) as bin, id % 2 = 0 as even, cast(id as double) / 7 as ratio,
+       named_struct('x.y', id, 'a`b', map(cast(id as string), array(id))) as `odd``name`
 from range(5)
 """
 
 
 def test_each_frame_comes_back_as_its_own_to_arrow(spark):
-    wide = spark.sql(ROWS)  # nested, non-nullable fields beside nullable ones, a dotted name
+    wide = spark.sql(ROWS)  # nested, non-nullable fields beside nullable ones, names to quote
     keys = spark.range(3).select(F.col("id").alias("k"), F.lit("z").alias("v"))
     none = keys.filter("k > 10")
     frames = [wide, keys, none, wide.filter("id >= 3")]
