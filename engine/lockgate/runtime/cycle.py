@@ -282,7 +282,7 @@ class CycleRunner:
         self, layers: list[_LayerWrite], sinks: list[tuple[str, DataFrame, dict[str, Any]]]
     ) -> dict[str, pa.Table]:
         """The round's tails the driver writes (small state layers, small sinks' output),
-        collected in one Spark job when there are several (:mod:`lockgate.runtime.one_job`):
+        collected by one Spark action when there are several (:mod:`lockgate.runtime.one_job`):
         the first collect would compute the round, and each further one read it back. Keys:
         the state table, or :data:`_SINK` and the sink's name; none when fewer than two go."""
         keys: list[str] = []

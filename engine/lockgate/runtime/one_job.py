@@ -1,4 +1,4 @@
-"""Several DataFrames collected to the driver in one Spark job.
+"""Several DataFrames collected to the driver by one Spark action.
 
 A round ends with its tails: each stateful operator's state delta and each sink's output.
 When they are all small, the driver writes them (one Parquet file each), and collecting
@@ -44,7 +44,8 @@ def packable(df: DataFrame) -> bool:
 
 
 def collect_together(frames: list[DataFrame], large_types: bool = False) -> list[pa.Table]:
-    """Each frame's rows, as ``frame.toArrow()`` gives them, from one Spark job.
+    """Each frame's rows, as ``frame.toArrow()`` gives them, from one Spark action (one job, plus
+    the broadcasts its plan needs, as any collect).
 
     ``large_types``: the session's ``spark.sql.execution.arrow.useLargeVarTypes`` (what
     ``toArrow`` would use). Every frame must be :func:`packable`.
