@@ -122,19 +122,24 @@ def delete_path(fs: pafs.FileSystem, path: str) -> bool:
     kind = file_type(fs, path)
     if kind == pafs.FileType.NotFound:
         return False
-    for pause in (*DELETE_RETRY_PAUSES_S, None):
+    for pause in DELETE_RETRY_PAUSES_S:
         try:
-            if kind == pafs.FileType.Directory:
-                fs.delete_dir(path)
-            else:
-                fs.delete_file(path)
-            return True
-        except FileNotFoundError:  # deleted concurrently
-            return False
+            return _delete(fs, path, kind)
         except OSError as err:
-            if pause is None or err.errno != errno.ENOTEMPTY:
+            if err.errno != errno.ENOTEMPTY:
                 raise
-            time.sleep(pause)
+        time.sleep(pause)
+    return _delete(fs, path, kind)
+
+
+def _delete(fs: pafs.FileSystem, path: str, kind: pafs.FileType) -> bool:
+    try:
+        if kind == pafs.FileType.Directory:
+            fs.delete_dir(path)
+        else:
+            fs.delete_file(path)
+    except FileNotFoundError:  # deleted concurrently
+        return False
     return True
 
 

@@ -104,10 +104,6 @@ def packed(windows: list[int], rows: list[int], limit: int) -> list[list[int]]:
     return packs
 
 
-#: the prefix of a sink's key among a round's tails collected together (state tables have none)
-_SINK = "sink:"
-
-
 @dataclass
 class _LayerWrite:
     """What one round writes of one state table, decided before anything is computed."""
@@ -119,10 +115,13 @@ class _LayerWrite:
     entry_in: dict[str, Any]
     #: the delta is counted before it is written, and written only when it holds rows
     count_first: bool
-    #: the plan proves it holds no rows: nothing is written
-    nothing: bool
     #: the driver collects and writes it (it is expected to be small)
     on_driver: bool
+
+    @property
+    def nothing(self) -> bool:
+        """The plan proves the delta holds no rows: nothing is written."""
+        return self.count_first and self.delta.empty
 
 
 @dataclass
@@ -209,7 +208,7 @@ class CycleRunner:
         only_delta = write.kind == DELTA or (write.kind == BASE and not previous)
         count_first = delta.count_first and only_delta and delta.deletes is None
         estimate = self._layer_estimate(table, write)
-        return _LayerWrite(table, delta, write, entry_in, count_first, count_first and delta.empty,
+        return _LayerWrite(table, delta, write, entry_in, count_first,
                            self._state_on_driver[table] and within(estimate, self.driver_snapshot_rows))
 
     def _snapshot(
@@ -280,26 +279,22 @@ class CycleRunner:
 
     def _collect_tails(
         self, layers: list[_LayerWrite], sinks: list[tuple[str, DataFrame, dict[str, Any]]]
-    ) -> dict[str, pa.Table]:
+    ) -> tuple[dict[str, pa.Table], dict[str, pa.Table]]:
         """The round's tails the driver writes (small state layers, small sinks' output),
         collected by one Spark action when there are several (:mod:`lockgate.runtime.one_job`):
-        the first collect would compute the round, and each further one read it back. Keys:
-        the state table, or :data:`_SINK` and the sink's name; none when fewer than two go."""
-        keys: list[str] = []
-        frames: list[DataFrame] = []
-        for layer in layers:
-            if layer.on_driver and not layer.nothing:
-                keys.append(layer.table)
-                frames.append(layer.write.rows)
-        for name, df, _cfg in sinks:
-            if self._stages_small(name):
-                keys.append(_SINK + name)
-                frames.append(df)
+        the first collect would compute the round, and each further one read it back. Returns
+        their rows by state table and by sink (both empty when fewer than two go)."""
+        tables = [(layer.table, layer.write.rows) for layer in layers if layer.on_driver and not layer.nothing]
+        outputs = [(name, df) for name, df, _cfg in sinks if self._stages_small(name)]
+        frames = [df for _, df in tables + outputs]
         if len(frames) < 2 or not all(packable(df) for df in frames):
-            return {}
+            return {}, {}
         if self._large_var_types is None:
             self._large_var_types = self.spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
-        return dict(zip(keys, collect_together(frames, self._large_var_types), strict=True))
+        collected = collect_together(frames, self._large_var_types)
+        split = len(tables)
+        return ({t: rows for (t, _), rows in zip(tables, collected[:split], strict=True)},
+                {n: rows for (n, _), rows in zip(outputs, collected[split:], strict=True)})
 
     def _stages_small(self, name: str) -> bool:
         """Whether sink ``name`` stages its next round from the driver: its last round was
@@ -515,18 +510,18 @@ class CycleRunner:
             snapshot_uri = None
             manifest: dict[str, Any] = {}
             layers = [self._plan_layer(table, ctx.state_out[table], restore) for table in state_tables]
-            on_driver = self._collect_tails(layers, sinks)
+            tables_rows, outputs_rows = self._collect_tails(layers, sinks)
             if state_tables:
                 snapshot_uri = self.snapshots.snapshot_uri(self.job, window, attempt)
                 for layer in layers:
-                    manifest[layer.table] = self._snapshot(snapshot_uri, layer, timings, on_driver.get(layer.table))
+                    manifest[layer.table] = self._snapshot(snapshot_uri, layer, timings, tables_rows.get(layer.table))
             manifest = self._carry_unchanged(manifest, restore)
             timings["snapshot"] = time.perf_counter() - t2
 
             t3 = time.perf_counter()
             staged = {}
             for name, df, sink_cfg in sinks:
-                staged[name] = self._stage(name, df, sink_cfg, window, attempt, on_driver.get(_SINK + name))
+                staged[name] = self._stage(name, df, sink_cfg, window, attempt, outputs_rows.get(name))
             timings["stage"] = time.perf_counter() - t3
             timings["write"] = time.perf_counter() - t2
             counts = round_.counts

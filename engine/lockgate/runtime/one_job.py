@@ -58,7 +58,7 @@ def collect_together(frames: list[DataFrame], large_types: bool = False) -> list
     if len(frames) == 1:
         return [frames[0].toArrow()]
     names = [f"__lg_t{i}" for i in range(len(frames))]
-    types = [_ddl(StructType(df.schema.fields)) for df in frames]
+    types = [_ddl(df.schema) for df in frames]
     union = None
     for i, df in enumerate(frames):
         # one expression list per frame: it is parsed in the JVM, one call each
