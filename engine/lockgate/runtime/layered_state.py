@@ -59,13 +59,19 @@ def delta_rows(delta: StateDelta) -> DataFrame:
     return out
 
 
-#: the last two folders of a state file's path: ``<snapshot folder>/<table folder>``
-_FOLDER_OF_FILE = r"([^/]+/[^/]+)/[^/]+$"
-
-
 def _folder_key(uri: str) -> str:
-    """A layer folder's key as :data:`_FOLDER_OF_FILE` finds it in the paths of its files."""
+    """A layer folder's key: its last two folders, ``<snapshot folder>/<table folder>``, as
+    :func:`_folder_of_file` finds them in the paths of its files."""
     return "/".join(uri.rstrip("/").split("/")[-2:])
+
+
+def _folder_of_file(path: Column) -> Column:
+    """The :func:`_folder_key` of the folder a file's ``path`` is in (its last two folders).
+
+    ``substring_index`` finds them with a byte search; a regular expression over every row's
+    path cost ten times the scan of the rows themselves (2.7 s against 0.18 s for 475,000 delta
+    rows), in every lookup, fold and restore."""
+    return F.substring_index(F.substring_index(path, "/", -3), "/", 2)
 
 
 def _null_safe_semi(df: DataFrame, keys: DataFrame, on: list[str]) -> DataFrame:
@@ -182,10 +188,10 @@ class LayeredState:
             base = self.spark.read.schema(self.schema).parquet(self.layers[0][0]).withColumn(DELETED, F.lit(False))
             frames.append(base.withColumn(_RANK, F.lit(0)))
         ranks = F.create_map(*[x for i, uri in enumerate(deltas) for x in (F.lit(_folder_key(uri)), F.lit(first + i))])
-        folder = F.regexp_extract(F.col("_metadata.file_path"), _FOLDER_OF_FILE, 1)
-        rank = F.element_at(ranks, folder)
-        checked = F.when(rank.isNull(), F.raise_error(F.concat(
-            F.lit("a state file outside the layers of its chain: "), F.col("_metadata.file_path")))).otherwise(rank)
+        path = F.col("_metadata.file_path")
+        # coalesce evaluates the rank once per row (a when/otherwise on it evaluated it twice)
+        checked = F.coalesce(F.element_at(ranks, _folder_of_file(path)), F.raise_error(F.concat(
+            F.lit("a state file outside the layers of its chain: "), path)))
         frames.append(self.spark.read.schema(with_flag).parquet(*deltas).withColumn(_RANK, checked))
         return frames
 
