@@ -85,3 +85,11 @@ def test_a_chain_of_deltas_alone_and_in_memory_layers_on_top(spark, tmp_path):
             live.pop(k, None)
     expected = pd.DataFrame(sorted(live.values()), columns=["k", "v", "t"])
     pd.testing.assert_frame_equal(_rows(state.select(("k",))), expected)
+
+
+def test_a_chain_under_a_folder_whose_name_spark_encodes(spark, tmp_path):
+    # Spark reports a file's path URL-encoded (a space as %20, '%' as %25); a row's layer is found
+    # from the last two folders alone, so a home folder named like this still ranks every row
+    layers = _write(spark, tmp_path / "Jane Doe's 100% home")
+    state = LayeredState(spark, SCHEMA, layers, None)
+    pd.testing.assert_frame_equal(_rows(state.select(("k",))), _expected(None))
