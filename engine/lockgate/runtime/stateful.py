@@ -166,7 +166,9 @@ def running_aggregate(ctx: CycleContext, op: str, cfg: dict[str, Any], df: DataF
     else:
         if keys:
             new = _held_for_lookup(ctx, new)
-        old = state.lookup(tuple(keys), new, keys) if keys else state.select(())
+            old = state.lookup(tuple(keys), new, keys)
+        else:
+            old = state.select(())
         merged = agg.conform(
             old.withColumn("__touched", F.lit(0))
             .unionByName(new)
