@@ -183,6 +183,8 @@ class CycleRunner:
         self._restore: RestorePoint | None = None
         #: the session's spark.sql.execution.arrow.useLargeVarTypes (read at the first collect of tails)
         self._large_var_types: bool | None = None
+        #: the cluster's cores (the session's default parallelism, read at the first collect of tails)
+        self._cores: int | None = None
 
     def _layer_estimate(self, table: str, write: TableWrite) -> int | None:
         """Rows the layer about to be written may hold; None when unknown (then Spark writes it)."""
@@ -291,7 +293,9 @@ class CycleRunner:
             return {}, {}
         if self._large_var_types is None:
             self._large_var_types = self.spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
-        collected = collect_together(frames, self._large_var_types)
+        if self._cores is None:
+            self._cores = int(self.spark.sparkContext.defaultParallelism)
+        collected = collect_together(frames, self._large_var_types, tasks=self._cores)
         split = len(tables)
         return ({t: rows for (t, _), rows in zip(tables, collected[:split], strict=True)},
                 {n: rows for (n, _), rows in zip(outputs, collected[split:], strict=True)})

@@ -43,12 +43,15 @@ def packable(df: DataFrame) -> bool:
     return bool(names) and len(set(names)) == len(names)
 
 
-def collect_together(frames: list[DataFrame], large_types: bool = False) -> list[pa.Table]:
+def collect_together(frames: list[DataFrame], large_types: bool = False, tasks: int | None = None) -> list[pa.Table]:
     """Each frame's rows, as ``frame.toArrow()`` gives them, from one Spark action (one job, plus
     the broadcasts its plan needs, as any collect).
 
     ``large_types``: the session's ``spark.sql.execution.arrow.useLargeVarTypes`` (what
-    ``toArrow`` would use). Every frame must be :func:`packable`.
+    ``toArrow`` would use). ``tasks``: at most this many tasks in the union's last stage (the
+    cluster's cores): every task of that stage deserialises the whole union's plan, which for
+    a round of many operators costs far more than the task's rows. Every frame must be
+    :func:`packable`.
 
     >>> a = spark.range(3).withColumnRenamed("id", "k")           # doctest: +SKIP
     >>> b = spark.createDataFrame([("x",)], "v string")           # doctest: +SKIP
@@ -69,6 +72,8 @@ def collect_together(frames: list[DataFrame], large_types: bool = False) -> list
         part = df.selectExpr(*columns)
         union = part if union is None else union.union(part)
     assert union is not None
+    if tasks is not None:
+        union = union.coalesce(max(1, tasks))
     table = union.toArrow()
     tags = table[TAIL]
     out = []

@@ -53,3 +53,21 @@ def test_only_frames_with_distinct_column_names_are_packable(spark):
     assert packable(a)
     assert not packable(a.select("id", F.col("id")))
     assert not packable(a.select())
+
+
+def test_the_union_runs_its_last_stage_in_at_most_tasks_tasks(spark):
+    """Every task of the union's last stage deserialises the whole union's plan: a round of many
+    operators (dozens of frames, a partition or two each) ran one such task per partition."""
+    sc = spark.sparkContext
+    frames = [spark.range(0, 40, 1, 4).select((F.col("id") * i).alias(f"c{i}")) for i in range(6)]
+    sc.setJobGroup("collect-coalesced", "one collect in two tasks")
+    try:
+        got = collect_together(frames, tasks=2)
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    (job,) = sc.statusTracker().getJobIdsForGroup("collect-coalesced")
+    stages = [sc.statusTracker().getStageInfo(s) for s in sc.statusTracker().getJobInfo(job).stageIds]
+    assert [s.numTasks for s in stages if s is not None] == [2]  # 24 partitions, two tasks
+    for i, (frame, table) in enumerate(zip(frames, got, strict=True)):
+        assert table.equals(frame.toArrow()), i  # same rows, same order
+        assert table[f"c{i}"].to_pylist() == [n * i for n in range(40)]
