@@ -518,6 +518,10 @@ def profile_summary(res: dict[str, Any], raw: Path | None) -> dict[str, Any]:
         "spark_jobs_per_cycle": res["spark_jobs"] / cycles,
         "phases_ms_per_cycle": {k: v / cycles for k, v in res["phases_ms"].items()},
     }
+    tasks = res.get("spark_tasks")
+    if tasks:
+        out["spark_tasks_per_cycle"] = tasks["tasks"] / cycles
+        out["task_ms_per_cycle"] = {k: tasks[k] / cycles for k in ("deserialize_ms", "run_ms", "gc_ms")}
     stats = pstats.Stats(res["profile"])
     rows = []
     for (file, _line, name), (_cc, nc, _tt, ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
@@ -549,11 +553,20 @@ def profile_summary(res: dict[str, Any], raw: Path | None) -> dict[str, Any]:
     return out
 
 
+def _task_line(p: dict[str, Any]) -> str:
+    """The profile's tasks per cycle and what they spent (Spark's event log), when measured."""
+    if "spark_tasks_per_cycle" not in p:
+        return ""
+    ms = p["task_ms_per_cycle"]
+    return (f", {p['spark_tasks_per_cycle']:.1f} Spark tasks (their time, ms: deserialising the plan "
+            f"{ms['deserialize_ms']:.0f}, running {ms['run_ms']:.0f}, of which GC {ms['gc_ms']:.0f})")
+
+
 def profile_markdown(wl: str, p: dict[str, Any]) -> str:
     lines = [f"# Lockgate profile: {WORKLOADS[wl].title}", "",
              f"{p['cycles']} cycles, {p['process_s']:.1f} s from first read to last commit; per cycle: "
              f"{p['py4j_calls_per_cycle']:.0f} Py4J calls ({p['py4j_ms_per_cycle']:.0f} ms waiting on the JVM), "
-             f"{p['spark_jobs_per_cycle']:.1f} Spark jobs.", "",
+             f"{p['spark_jobs_per_cycle']:.1f} Spark jobs" + _task_line(p) + ".", "",
              "Phases, ms per cycle: " + ", ".join(f"{k} {v:.0f}" for k, v in p["phases_ms_per_cycle"].items()), "",
              "## cProfile (cumulative, ms per cycle; includes time blocked on the JVM)", "",
              "| function | calls/cycle | ms/cycle |", "|---|---:|---:|"]

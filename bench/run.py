@@ -399,14 +399,16 @@ class Bench:
                 shutil.rmtree(run_dir)
             raw = pdir / f"{wl}-py-spy.txt"
             wrap = [pyspy, "record", "--idle", "--rate", "50", "--format", "raw", "-o", str(raw), "--"] if pyspy else None
-            res, fin = self.launch(self.spec("lockgate", wl, self.finest, run_dir, profile=True), run_dir, wrap=wrap)
+            spec = self.spec("lockgate", wl, self.finest, run_dir, profile=True, event_log=str(run_dir / "spark-events"))
+            res, fin = self.launch(spec, run_dir, wrap=wrap)
             assert res is not None
             self.check("lockgate", wl, run_dir / "out", f"profile {wl}")
             prof = report.profile_summary(res, raw if pyspy else None)
             shutil.copy(Path(res["profile"]).with_name("lockgate-profile.txt"), pdir / f"{wl}-cprofile.txt")
             self.profiles[wl] = prof
-            log(f"  profile {wl}: {res['cycles']} cycles, {prof['py4j_calls_per_cycle']:.0f} Py4J calls and "
-                f"{prof['spark_jobs_per_cycle']:.1f} Spark jobs per cycle; see {pdir}")
+            log(f"  profile {wl}: {res['cycles']} cycles, {prof['py4j_calls_per_cycle']:.0f} Py4J calls, "
+                f"{prof['spark_jobs_per_cycle']:.1f} Spark jobs and {prof.get('spark_tasks_per_cycle', 0):.1f} "
+                f"tasks per cycle; see {pdir}")
             self.save()
             if not self.args.keep_outputs:
                 shutil.rmtree(run_dir, ignore_errors=True)

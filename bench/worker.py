@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import HDFS_PROVIDER, LG_DETAIL, MASTER, REPO, ROCKSDB_CONF
+from .task_metrics import event_log_conf, task_totals
 from .workloads import PIPELINE_FILE, WORKLOADS, spark_output
 
 # -- Py4J round trips --------------------------------------------------------------------
@@ -256,6 +257,8 @@ def run_lockgate(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
         prof = work / "lockgate.prof"
         profiler.dump_stats(str(prof))
         out["profile"] = str(prof)
+        if spec.get("event_log"):  # Spark's own count of the run's tasks and what they spent
+            out["spark_tasks"] = task_totals(Path(spec["event_log"]), after_job=jobs0)
         out["py4j_sites"] = sorted(
             ({"site": site, "api": api, "calls": n, "seconds": sec} for (site, api), (n, sec) in _SITES.items()),
             key=lambda r: -r["calls"],
@@ -380,7 +383,8 @@ def run_specs(specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     from lockgate.runtime.session import get_spark
 
     t0 = time.time()
-    spark = get_spark(MASTER)
+    logs = [spec["event_log"] for spec in specs if spec.get("event_log")]
+    spark = get_spark(MASTER, conf=event_log_conf(Path(logs[0])) if logs else None)
     session_s = time.time() - t0
     results = []
     for spec in specs:
