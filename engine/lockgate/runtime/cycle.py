@@ -104,6 +104,14 @@ def packed(windows: list[int], rows: list[int], limit: int) -> list[list[int]]:
     return packs
 
 
+def _cluster_cores(spark: SparkSession) -> int:
+    """The cores the session's cluster runs tasks on (its default parallelism); 0 on Spark
+    Connect, whose client has no SparkContext to ask."""
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        return 0
+    return int(spark.sparkContext.defaultParallelism)
+
+
 @dataclass
 class _LayerWrite:
     """What one round writes of one state table, decided before anything is computed."""
@@ -183,7 +191,7 @@ class CycleRunner:
         self._restore: RestorePoint | None = None
         #: the session's spark.sql.execution.arrow.useLargeVarTypes (read at the first collect of tails)
         self._large_var_types: bool | None = None
-        #: the cluster's cores (the session's default parallelism, read at the first collect of tails)
+        #: the cluster's cores (read at the first collect of tails; 0: not known)
         self._cores: int | None = None
 
     def _layer_estimate(self, table: str, write: TableWrite) -> int | None:
@@ -294,8 +302,8 @@ class CycleRunner:
         if self._large_var_types is None:
             self._large_var_types = self.spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
         if self._cores is None:
-            self._cores = int(self.spark.sparkContext.defaultParallelism)
-        collected = collect_together(frames, self._large_var_types, tasks=self._cores)
+            self._cores = _cluster_cores(self.spark)
+        collected = collect_together(frames, self._large_var_types, tasks=self._cores or None)
         split = len(tables)
         return ({t: rows for (t, _), rows in zip(tables, collected[:split], strict=True)},
                 {n: rows for (n, _), rows in zip(outputs, collected[split:], strict=True)})
