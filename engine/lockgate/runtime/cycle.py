@@ -191,8 +191,6 @@ class CycleRunner:
         self._restore: RestorePoint | None = None
         #: the session's spark.sql.execution.arrow.useLargeVarTypes (read at the first collect of tails)
         self._large_var_types: bool | None = None
-        #: the cluster's cores (read at the first collect of tails; 0: not known)
-        self._cores: int | None = None
 
     def _layer_estimate(self, table: str, write: TableWrite) -> int | None:
         """Rows the layer about to be written may hold; None when unknown (then Spark writes it)."""
@@ -301,9 +299,10 @@ class CycleRunner:
             return {}, {}
         if self._large_var_types is None:
             self._large_var_types = self.spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
-        if self._cores is None:
-            self._cores = _cluster_cores(self.spark)
-        collected = collect_together(frames, self._large_var_types, tasks=self._cores or None)
+        # asked every round (a few Py4J calls): executors may still be registering at the first
+        # round, and a cluster with dynamic allocation grows and shrinks
+        cores = _cluster_cores(self.spark)
+        collected = collect_together(frames, self._large_var_types, tasks=cores or None)
         split = len(tables)
         return ({t: rows for (t, _), rows in zip(tables, collected[:split], strict=True)},
                 {n: rows for (n, _), rows in zip(outputs, collected[split:], strict=True)})
