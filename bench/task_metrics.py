@@ -38,8 +38,8 @@ def task_totals(folder: Path, after_job: int = 0) -> dict[str, int]:
     at every job's end)."""
     jobs: set[int] = set()
     stages: set[int] = set()
+    ran: set[int] = set()
     totals = dict.fromkeys(["tasks", *_METRICS], 0)
-    task_ends = []
     for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")):
         with open(path, encoding="utf-8") as fh:
             for line in fh:
@@ -51,17 +51,13 @@ def task_totals(folder: Path, after_job: int = 0) -> dict[str, int]:
                 if kind == "SparkListenerJobStart" and event["Job ID"] >= after_job:
                     jobs.add(event["Job ID"])
                     stages.update(event["Stage IDs"])
-                elif kind == "SparkListenerTaskEnd":
-                    task_ends.append(event)
-    ran: set[int] = set()
-    for event in task_ends:
-        if event["Stage ID"] not in stages:
-            continue
-        ran.add(event["Stage ID"])
-        metrics = event.get("Task Metrics") or {}
-        totals["tasks"] += 1
-        for name, key in _METRICS.items():
-            totals[name] += int(metrics.get(key, 0))
+                elif kind == "SparkListenerTaskEnd" and event["Stage ID"] in stages:
+                    # a job's start is logged before any of its tasks end
+                    ran.add(event["Stage ID"])
+                    metrics = event.get("Task Metrics") or {}
+                    totals["tasks"] += 1
+                    for name, key in _METRICS.items():
+                        totals[name] += int(metrics.get(key, 0))
     return {"jobs": len(jobs), "stages": len(ran), **totals}
 
 
