@@ -109,7 +109,12 @@ def test_run_trigger_follows_a_controller_and_on_kill_stops_at_a_window_boundary
         c = await trigger._client()
         try:
             while (job := await c.get_job("trig_grpc")).last_window < first + 2:
-                assert job.state != "FAILED", job  # the run failed (e.g. its worker lost under load): say why
+                if job.state == "FAILED":  # say why, whole: the job's message and the controller's log
+                    logs = sorted((grpc_env.home / "logs" / "workers").glob("*.log"))
+                    pytest.fail(f"the long run failed: {job.last_error}\n"
+                                + grpc_env.log.read_text(errors="replace")[-6000:]
+                                + "".join(f"\n--- {p.name}:\n" + p.read_text(errors="replace")[-3000:] for p in logs),
+                                pytrace=False)
                 await asyncio.sleep(0.5)
         finally:
             await c.close()

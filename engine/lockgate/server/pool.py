@@ -84,6 +84,10 @@ class WState(StrEnum):
 _ALIVE = (WState.STARTING, WState.IDLE, WState.BUSY)
 
 
+#: how long a closed task stream waits for its worker process to exit (to say how it ended)
+STREAM_CLOSE_GRACE_S = 2.0
+
+
 def tail(path: Path | None, lines: int = 15) -> str:
     """The last lines of a worker's log (for error messages)."""
     if path is None or not path.exists():
@@ -93,6 +97,18 @@ def tail(path: Path | None, lines: int = 15) -> str:
     except OSError:
         return ""
     return "\n".join(text[-lines:])
+
+
+def exit_reason(code: int) -> str:
+    """Why a worker process ended, from its exit status (negative: the signal that ended it)."""
+    if code >= 0:
+        return f"the worker process exited with code {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    hint = " (kill -9, or the kernel's out-of-memory killer)" if -code == signal.SIGKILL else ""
+    return f"the worker process was killed by {name}{hint}"
 
 
 def _alive(pid: int | None) -> bool:
@@ -578,8 +594,22 @@ class WorkerPool:
 
     def stream_closed(self, worker_id: str) -> None:
         h = self.handles.get(worker_id)
-        if h is not None and h.state in _ALIVE:
-            self.mark_lost(h, "its task stream closed (the worker process died or disconnected)")
+        if h is None or h.state not in _ALIVE:
+            return
+        # a dying process closes its socket just before it exits: give the exit a moment so the
+        # reason says which of the two happened (and how the process ended)
+        deadline = time.monotonic() + STREAM_CLOSE_GRACE_S
+        while not h.gone() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        code = h.proc.poll() if h.proc is not None else None
+        if code is not None:
+            reason = f"its task stream closed: {exit_reason(code)}"
+        elif h.gone():
+            reason = "its task stream closed: the adopted worker process exited"
+        else:
+            reason = "its task stream closed while its process still runs (the connection to the controller broke)"
+        log_tail = tail(h.log_path, 8) if h.gone() else ""
+        self.mark_lost(h, reason + (f"; its log ({h.log_path}) ends with:\n{log_tail}" if log_tail else ""))
 
     def heartbeat(self, req: Any) -> None:
         with self.cond:
@@ -735,7 +765,7 @@ class WorkerPool:
                     continue
                 code = h.proc.poll() if h.proc is not None else None
                 if code is not None:
-                    lost.append((h, f"the worker process exited with code {code}"))
+                    lost.append((h, exit_reason(code)))
                 elif h.adopted and h.gone():
                     lost.append((h, "the adopted worker process exited"))
                 elif h.last_seen is not None and now - h.last_seen > cfg.heartbeat_timeout_s:

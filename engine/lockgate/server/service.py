@@ -307,6 +307,15 @@ _KEEPALIVE = [
 ]
 
 
+
+def worker_keepalive(heartbeat_timeout_s: float) -> list[tuple[str, int]]:
+    """Keepalive of the worker link: an unanswered ping breaks it only after the heartbeat
+    timeout, so a worker starved of CPU for a few seconds (a loaded machine, a long GC) is
+    judged by ``--heartbeat-timeout`` as documented, not lost to a 5 s transport deadline."""
+    timeout_ms = int(1000 * max(5.0, heartbeat_timeout_s))
+    return [(k, timeout_ms if k == "grpc.keepalive_timeout_ms" else v) for k, v in _KEEPALIVE]
+
+
 def worker_socket(home: str) -> str:
     """The Unix socket a controller over ``home`` serves its workers on."""
     return os.path.join(home, "run", "controller.sock")
@@ -367,7 +376,7 @@ class Server:
         self.workers_grpc = grpc.server(
             ThreadPoolExecutor(max_workers=4 * config.max_workers + 16, thread_name_prefix="lockgate-workers"),
             interceptors=self._interceptors("worker"),
-            options=[*_KEEPALIVE, ("grpc.max_receive_message_length", 64 * 1024 * 1024)],
+            options=[*worker_keepalive(config.heartbeat_timeout_s), ("grpc.max_receive_message_length", 64 * 1024 * 1024)],
         )
         wpb_grpc.add_WorkerControlServicer_to_server(WorkerService(self.controller), self.workers_grpc)
         self.worker_address = self._listen_workers()

@@ -107,7 +107,8 @@ class Worker:
         self.channel = security.channel(
             args.controller, tls=args.tls, tls_ca=args.tls_ca, server_name=args.tls_server_name,
             options=[
-                ("grpc.keepalive_time_ms", 10_000), ("grpc.keepalive_timeout_ms", 5_000),
+                ("grpc.keepalive_time_ms", 10_000),
+                ("grpc.keepalive_timeout_ms", int(1000 * max(5.0, args.heartbeat_timeout))),
                 # an orphan calls every RECONNECT_INTERVAL_S: the channel must try to connect as
                 # often (its default backoff grows to two minutes)
                 ("grpc.initial_reconnect_backoff_ms", 200), ("grpc.min_reconnect_backoff_ms", 200),

@@ -79,6 +79,7 @@ def test_worker_kill9_mid_cycle_recovers_exactly(srv, make_controller, reference
         os.kill(pid, signal.SIGKILL)  # the worker's Python process: its JVM must go too
         j, t_lost, lost = events.wait(lambda e: e.kind == "worker_lost", srv.HB_TIMEOUT + 30, "the loss", after=i)
         assert t_lost - t_kill < srv.HB_TIMEOUT, f"the loss was noticed after {t_lost - t_kill:.1f}s: {lost.message}"
+        assert "SIGKILL" in lost.message, lost.message  # the loss says how the process ended
         k, t_back, again = events.wait(lambda e: e.kind == "cycle_started", 600, "a round on the new worker", after=j)
         assert again.window in (cycle.window, cycle.window + 1)  # restored from the last complete window
         kills.append({"pid": pid, "window": again.window, "t_kill": t_kill, "k": k, "warm": warm,
