@@ -74,12 +74,18 @@ def _folder_of_file(path: Column) -> Column:
     return F.substring_index(F.substring_index(path, "/", -3), "/", 2)
 
 
-def _null_safe_semi(df: DataFrame, keys: DataFrame, on: list[str]) -> DataFrame:
-    """Rows of ``df`` whose ``on`` columns match a row of ``keys`` (nulls match nulls),
-    ``keys`` broadcast: a round's keys are few next to the state."""
+def _broadcast_keys(keys: DataFrame, on: list[str]) -> DataFrame:
+    """The distinct ``on`` columns of ``keys``, renamed apart and broadcast: a round's keys
+    are few next to the state. Built once per lookup and semi-joined with every layer."""
+    return F.broadcast(keys.select(*[F.col(c).alias(f"__lg_k_{c}") for c in on]).distinct())
+
+
+def _null_safe_semi(df: DataFrame, keys: DataFrame, on: list[str], right: DataFrame | None = None) -> DataFrame:
+    """Rows of ``df`` whose ``on`` columns match a row of ``keys`` (nulls match nulls);
+    ``right``: ``keys`` as :func:`_broadcast_keys` gives them, when the caller has them."""
     if not on:
         return df
-    right = F.broadcast(keys.select(*[F.col(c).alias(f"__lg_k_{c}") for c in on]).distinct())
+    right = _broadcast_keys(keys, on) if right is None else right
     cond = None
     for c in on:
         term = df[c].eqNullSafe(right[f"__lg_k_{c}"])
@@ -199,13 +205,14 @@ class LayeredState:
         frames = self._file_frames()
         frames += [df.withColumn(_RANK, F.lit(len(self.layers) + i)) for i, df in enumerate(self._extra)]
         out = []
+        right = _broadcast_keys(keys, on) if keys is not None and on else None
         for df in frames:
             if self.horizon is not None:
                 df = df.filter(F.col(self.horizon[0]) >= F.lit(self.horizon[1]))
             if where is not None:
                 df = df.filter(where)
             if keys is not None:
-                df = _null_safe_semi(df, keys, on)
+                df = _null_safe_semi(df, keys, on, right)
             out.append(df)
         return out
 
