@@ -39,6 +39,15 @@ def output_names(left: list[str], right: list[str]) -> dict[str, str]:
     return {c: (f"{c}_right" if c in left else c) for c in right}
 
 
+def _renamed(df: DataFrame, cols: list[str], names: list[str]) -> DataFrame:
+    """``df``'s columns ``cols`` renamed to ``names``. One ``toDF`` when they are all of
+    ``df``'s columns in that order, as a side and its state (which shares its schema) are:
+    a select of aliased columns costs three Py4J calls a column, ``toDF`` one."""
+    if df.columns == cols:
+        return df.toDF(*names)
+    return df.select(*[F.col(c).alias(n) for c, n in zip(cols, names, strict=True)])
+
+
 def _keys_of(df: DataFrame, cols: list[str], as_: list[str]) -> DataFrame:
     return df.select(*[F.col(c).alias(a) for c, a in zip(cols, as_, strict=True)]).distinct()
 
@@ -84,16 +93,17 @@ def interval_join(
             c = c & (F.col(f"__l_{lk}") == F.col(f"__r_{rk}"))
         return c
 
+    lside, rside = [*lcols, T], [*rcols, T]
+
     def sides(lf: DataFrame, rf: DataFrame) -> tuple[DataFrame, DataFrame]:
-        return (lf.select(*[F.col(c).alias(f"__l_{c}") for c in [*lcols, T]]),
-                rf.select(*[F.col(c).alias(f"__r_{c}") for c in [*rcols, T]]))
+        return (_renamed(lf, lside, [f"__l_{c}" for c in lside]),
+                _renamed(rf, rside, [f"__r_{c}" for c in rside]))
 
     def pairs(lf: DataFrame, rf: DataFrame) -> DataFrame:
         ls, rs = sides(lf, rf)
-        return ls.join(rs, cond(), "inner").select(
-            *[F.col(f"__l_{c}").alias(c) for c in lcols],
-            *[F.col(f"__r_{c}").alias(rnames[c]) for c in rcols],
-        )
+        # an inner join's columns are the left side's, then the right's: drop the two times, rename
+        return ls.join(rs, cond(), "inner").drop(f"__l_{T}", f"__r_{T}").toDF(
+            *lcols, *[rnames[c] for c in rcols])
 
     out = pairs(new_l, new_r)
     if r_state is not None:
