@@ -19,6 +19,14 @@ export SPARK_SUBMIT_OPTS="${SPARK_SUBMIT_OPTS:--XX:TieredStopAtLevel=1 -XX:+UseS
 # Spark's default 1 GiB driver heap: a test of many stateful operators needs most of it (Spark
 # takes up to ~420 MB of it for execution and storage) and then spends its time in full GCs
 export SPARK_DRIVER_MEMORY="${SPARK_DRIVER_MEMORY:-2g}"
+# ...and maps Spark's classes from a class-data archive made once (scripts/spark_class_archive.py:
+# a session and its first query start in about 60 % of the time). LOCKGATE_TEST_CLASS_ARCHIVE=0: none
+if [ "${LOCKGATE_TEST_CLASS_ARCHIVE:-1}" != 0 ]; then
+    archive="$(python scripts/spark_class_archive.py || true)"
+    if [ -n "$archive" ]; then
+        export SPARK_SUBMIT_OPTS="$SPARK_SUBMIT_OPTS -XX:SharedArchiveFile=$archive -Xlog:cds=off -Xlog:cds+dynamic=off"
+    fi
+fi
 
 set +e
 # Three test processes (one Spark session each), a test module never split between them: many
