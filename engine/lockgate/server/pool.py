@@ -593,9 +593,13 @@ class WorkerPool:
             yield task
 
     def stream_closed(self, worker_id: str) -> None:
+        """A worker's task stream ended: the worker is lost. Called on gRPC's serving thread,
+        which must not wait, so the reason is found (and the loss marked) on a thread of its own."""
         h = self.handles.get(worker_id)
-        if h is None or h.state not in _ALIVE:
-            return
+        if h is not None and h.state in _ALIVE:
+            threading.Thread(target=self._stream_lost, args=(h,), name=f"lost-{worker_id}", daemon=True).start()
+
+    def _stream_lost(self, h: WorkerHandle) -> None:
         # a dying process closes its socket just before it exits: give the exit a moment so the
         # reason says which of the two happened (and how the process ended)
         deadline = time.monotonic() + STREAM_CLOSE_GRACE_S
