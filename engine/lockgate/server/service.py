@@ -307,7 +307,6 @@ _KEEPALIVE = [
 ]
 
 
-
 def worker_keepalive(heartbeat_timeout_s: float) -> list[tuple[str, int]]:
     """Keepalive of the worker link: an unanswered ping breaks it only after the heartbeat
     timeout, so a worker starved of CPU for a few seconds (a loaded machine, a long GC) is
