@@ -20,8 +20,9 @@ import hashlib
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".venv" / "cache"
@@ -29,7 +30,7 @@ CACHE = ROOT / ".venv" / "cache"
 #: a round's worth of Spark: a session, a grouped aggregate, a window, a broadcast join,
 #: Parquet written and read, Arrow both ways: the classes a Lockgate round loads
 _WARM_UP = """
-import os, sys, tempfile
+import tempfile
 import pyarrow as pa
 from pyspark.sql import SparkSession, Window, functions as F
 spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
@@ -54,17 +55,6 @@ def _key(opts: str) -> str:
     return hashlib.sha256(f"{java}|{pyspark.__version__}|{sys.executable}|{opts}".encode()).hexdigest()[:16]
 
 
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    try:  # a zombie has exited
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return True
-
-
 def archive(opts: str) -> Path | None:
     """The archive for JVMs started with ``opts``: made now if it is not there yet."""
     path = CACHE / f"spark-classes-{_key(opts)}.jsa"
@@ -79,13 +69,14 @@ def archive(opts: str) -> Path | None:
         print(f"spark_class_archive: the warm-up failed, tests run without an archive:\n{run.stderr[-2000:]}",
               file=sys.stderr)
         return None
-    jvm = int(run.stdout.split()[-1])
-    deadline = time.monotonic() + 180
-    while not _gone(jvm) and time.monotonic() < deadline:  # the JVM writes the archive as it exits
-        time.sleep(0.2)
-    if not _gone(jvm) or not part.exists():
-        print("spark_class_archive: no archive was written; tests run without one", file=sys.stderr)
+    try:  # the JVM writes the archive as it exits, after the warm-up's Python has gone
+        psutil.Process(int(run.stdout.split()[-1])).wait(180)
+    except psutil.NoSuchProcess:
+        pass
+    except psutil.TimeoutExpired:
         part.unlink(missing_ok=True)
+    if not part.exists():
+        print("spark_class_archive: no archive was written; tests run without one", file=sys.stderr)
         return None
     part.replace(path)
     return path
@@ -94,7 +85,7 @@ def archive(opts: str) -> Path | None:
 def main() -> int:
     try:
         path = archive(os.environ.get("SPARK_SUBMIT_OPTS", ""))
-    except (OSError, subprocess.SubprocessError, ValueError, IndexError) as err:
+    except (OSError, subprocess.SubprocessError, psutil.Error, ValueError, IndexError) as err:
         print(f"spark_class_archive: {err}; tests run without an archive", file=sys.stderr)
         return 0
     if path is not None:

@@ -39,11 +39,11 @@ def output_names(left: list[str], right: list[str]) -> dict[str, str]:
     return {c: (f"{c}_right" if c in left else c) for c in right}
 
 
-def _renamed(df: DataFrame, cols: list[str], names: list[str]) -> DataFrame:
-    """``df``'s columns ``cols`` renamed to ``names``. One ``toDF`` when they are all of
-    ``df``'s columns in that order, as a side and its state (which shares its schema) are:
-    a select of aliased columns costs three Py4J calls a column, ``toDF`` one."""
-    if df.columns == cols:
+def _renamed(df: DataFrame, cols: list[str], names: list[str], in_order: bool) -> DataFrame:
+    """``df``'s columns ``cols`` renamed to ``names``; ``in_order``: they are all of ``df``'s
+    columns, in that order, so one ``toDF`` renames them (a select of aliased columns costs
+    three Py4J calls a column, ``toDF`` one)."""
+    if in_order:
         return df.toDF(*names)
     return df.select(*[F.col(c).alias(n) for c, n in zip(cols, names, strict=True)])
 
@@ -94,10 +94,14 @@ def interval_join(
         return c
 
     lside, rside = [*lcols, T], [*rcols, T]
+    # every frame of a side is its new records (lside: T appended) or rows of its state, whose
+    # columns are the state's schema (known here, no Py4J call): in order when that is lside
+    l_in_order = l_state is None or l_state.schema.names == lside
+    r_in_order = r_state is None or r_state.schema.names == rside
 
     def sides(lf: DataFrame, rf: DataFrame) -> tuple[DataFrame, DataFrame]:
-        return (_renamed(lf, lside, [f"__l_{c}" for c in lside]),
-                _renamed(rf, rside, [f"__r_{c}" for c in rside]))
+        return (_renamed(lf, lside, [f"__l_{c}" for c in lside], l_in_order),
+                _renamed(rf, rside, [f"__r_{c}" for c in rside], r_in_order))
 
     def pairs(lf: DataFrame, rf: DataFrame) -> DataFrame:
         ls, rs = sides(lf, rf)

@@ -80,12 +80,9 @@ def _broadcast_keys(keys: DataFrame, on: list[str]) -> DataFrame:
     return F.broadcast(keys.select(*[F.col(c).alias(f"__lg_k_{c}") for c in on]).distinct())
 
 
-def _null_safe_semi(df: DataFrame, keys: DataFrame, on: list[str], right: DataFrame | None = None) -> DataFrame:
-    """Rows of ``df`` whose ``on`` columns match a row of ``keys`` (nulls match nulls);
-    ``right``: ``keys`` as :func:`_broadcast_keys` gives them, when the caller has them."""
-    if not on:
-        return df
-    right = _broadcast_keys(keys, on) if right is None else right
+def _null_safe_semi(df: DataFrame, right: DataFrame, on: list[str]) -> DataFrame:
+    """Rows of ``df`` whose ``on`` columns match a row of ``right``, the keys as
+    :func:`_broadcast_keys` gives them (nulls match nulls)."""
     cond = None
     for c in on:
         term = df[c].eqNullSafe(right[f"__lg_k_{c}"])
@@ -211,8 +208,8 @@ class LayeredState:
                 df = df.filter(F.col(self.horizon[0]) >= F.lit(self.horizon[1]))
             if where is not None:
                 df = df.filter(where)
-            if keys is not None:
-                df = _null_safe_semi(df, keys, on, right)
+            if right is not None:
+                df = _null_safe_semi(df, right, on)
             out.append(df)
         return out
 
@@ -253,7 +250,8 @@ class LayeredState:
         ids = frames[0].select(*identity)
         for df in frames[1:]:
             ids = ids.unionByName(df.select(*identity))
-        return _null_safe_semi(self.lookup(identity, ids.distinct(), list(identity)), keys, on)
+        found = self.lookup(identity, ids.distinct(), list(identity))
+        return _null_safe_semi(found, _broadcast_keys(keys, on), on) if on else found
 
     def folded(self, identity: tuple[str, ...] | None, deltas_only: bool) -> DataFrame:
         """Every layer merged into one: a new base (``deltas_only=False``: live rows only) or

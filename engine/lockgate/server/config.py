@@ -8,6 +8,13 @@ from dataclasses import dataclass, field
 from ..defaults import DEFAULT_SPARK_MASTER
 
 
+def keepalive_timeout_ms(heartbeat_timeout_s: float) -> int:
+    """How long either end of the worker link waits for a keepalive ping's answer: the heartbeat
+    timeout (at least gRPC's usual 5 s), so a worker starved of CPU for a few seconds (a loaded
+    machine, a long GC) is judged by ``--heartbeat-timeout`` as documented, not lost to the link."""
+    return int(1000 * max(5.0, heartbeat_timeout_s))
+
+
 @dataclass
 class ServerConfig:
     """Everything a controller needs; see ``lockgate server --help`` for each flag."""

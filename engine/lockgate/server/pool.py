@@ -188,6 +188,15 @@ class WorkerHandle:
         adopted = ", adopted" if self.adopted else ""
         return f"worker {self.id} (pid {self.pid}, generation {self.generation}{adopted})"
 
+    def ended(self) -> str | None:
+        """How the worker process ended (:func:`exit_reason`); None while it runs."""
+        code = self.proc.poll() if self.proc is not None else None
+        if code is not None:
+            return exit_reason(code)
+        if self.adopted and self.gone():
+            return "the adopted worker process exited"
+        return None
+
     def gone(self) -> bool:
         """Whether the worker process has exited."""
         if self.proc is not None:
@@ -603,17 +612,15 @@ class WorkerPool:
         # a dying process closes its socket just before it exits: give the exit a moment so the
         # reason says which of the two happened (and how the process ended)
         deadline = time.monotonic() + STREAM_CLOSE_GRACE_S
-        while not h.gone() and time.monotonic() < deadline:
+        while (ended := h.ended()) is None and time.monotonic() < deadline:
             time.sleep(0.05)
-        code = h.proc.poll() if h.proc is not None else None
-        if code is not None:
-            reason = f"its task stream closed: {exit_reason(code)}"
-        elif h.gone():
-            reason = "its task stream closed: the adopted worker process exited"
-        else:
-            reason = "its task stream closed while its process still runs (the connection to the controller broke)"
-        log_tail = tail(h.log_path, 8) if h.gone() else ""
-        self.mark_lost(h, reason + (f"; its log ({h.log_path}) ends with:\n{log_tail}" if log_tail else ""))
+        if ended is None:
+            self.mark_lost(h, "its task stream closed while its process still runs (the connection to the "
+                              "controller broke)")
+            return
+        log_tail = tail(h.log_path, 8)
+        self.mark_lost(h, f"its task stream closed: {ended}"
+                          + (f"; its log ({h.log_path}) ends with:\n{log_tail}" if log_tail else ""))
 
     def heartbeat(self, req: Any) -> None:
         with self.cond:
@@ -767,11 +774,9 @@ class WorkerPool:
                     if h.lost_at is not None and now - h.lost_at > 300 and gone:
                         del self.handles[h.id]
                     continue
-                code = h.proc.poll() if h.proc is not None else None
-                if code is not None:
-                    lost.append((h, exit_reason(code)))
-                elif h.adopted and h.gone():
-                    lost.append((h, "the adopted worker process exited"))
+                ended = h.ended()
+                if ended is not None:
+                    lost.append((h, ended))
                 elif h.last_seen is not None and now - h.last_seen > cfg.heartbeat_timeout_s:
                     lost.append((h, f"missed the heartbeat deadline: no heartbeat for {now - h.last_seen:.1f}s "
                                     f"(timeout {cfg.heartbeat_timeout_s:g}s)"))

@@ -30,7 +30,7 @@ from ..control.catchup import GroupSizer
 from ..errors import LockgateError
 from ..logs import get_logger, log_event
 from . import convert, security
-from .config import ServerConfig
+from .config import ServerConfig, keepalive_timeout_ms
 from .controller import Controller
 from .errors import ERROR_CLASS_KEY, message_of, status_of
 from .generated import lockgate_controller_pb2 as pb
@@ -308,10 +308,9 @@ _KEEPALIVE = [
 
 
 def worker_keepalive(heartbeat_timeout_s: float) -> list[tuple[str, int]]:
-    """Keepalive of the worker link: an unanswered ping breaks it only after the heartbeat
-    timeout, so a worker starved of CPU for a few seconds (a loaded machine, a long GC) is
-    judged by ``--heartbeat-timeout`` as documented, not lost to a 5 s transport deadline."""
-    timeout_ms = int(1000 * max(5.0, heartbeat_timeout_s))
+    """Keepalive of the workers' server: an unanswered ping breaks a worker's link only after
+    :func:`~lockgate.server.config.keepalive_timeout_ms` (the worker's channel uses the same)."""
+    timeout_ms = keepalive_timeout_ms(heartbeat_timeout_s)
     return [(k, timeout_ms if k == "grpc.keepalive_timeout_ms" else v) for k, v in _KEEPALIVE]
 
 

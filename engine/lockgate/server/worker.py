@@ -56,6 +56,7 @@ import grpc
 from ..defaults import DEFAULT_SPARK_MASTER
 from ..logs import configure, get_logger, log_event
 from . import security
+from .config import keepalive_timeout_ms
 from .generated import lockgate_worker_pb2 as wpb
 from .generated import lockgate_worker_pb2_grpc as wgrpc
 
@@ -108,7 +109,7 @@ class Worker:
             args.controller, tls=args.tls, tls_ca=args.tls_ca, server_name=args.tls_server_name,
             options=[
                 ("grpc.keepalive_time_ms", 10_000),
-                ("grpc.keepalive_timeout_ms", int(1000 * max(5.0, args.heartbeat_timeout))),
+                ("grpc.keepalive_timeout_ms", keepalive_timeout_ms(args.heartbeat_timeout)),
                 # an orphan calls every RECONNECT_INTERVAL_S: the channel must try to connect as
                 # often (its default backoff grows to two minutes)
                 ("grpc.initial_reconnect_backoff_ms", 200), ("grpc.min_reconnect_backoff_ms", 200),
