@@ -9,6 +9,7 @@ from typing import Any
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
+from .key_bounds import KeyBound
 from .layered_state import LayeredState, StateDelta
 
 
@@ -42,6 +43,8 @@ class CycleContext:
     supersteps: list[dict[str, Any]] = field(default_factory=list)
     #: invalid records each graph operator dropped this round (``invalid="skip"``)
     invalid: dict[str, int] = field(default_factory=dict)
+    #: vertex id -> bounds of the key values its output carries this round (:mod:`.key_bounds`)
+    key_bounds: dict[str, list[KeyBound]] = field(default_factory=dict)
 
     def iteration_folder(self, operator: str) -> str:
         """Where ``operator``'s iteration cycle keeps this window's supersteps."""

@@ -27,6 +27,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from .context import CycleContext
+from .key_bounds import inner_join_bounds
 from .layered_state import StateDelta
 from .windowing import event_micros
 
@@ -85,6 +86,9 @@ def interval_join(
     l_state = None if l_state is None or l_state.empty else l_state
     r_state = None if r_state is None or r_state.empty else r_state
     rnames = output_names(lcols, rcols)
+    if how == "inner" and not ctx.analysis:
+        # every pair holds a new record, its keys equal: the output's keys are the new records'
+        ctx.key_bounds[op] = inner_join_bounds(new_l, new_r, left_on, right_on, rnames)
 
     def cond() -> Column:
         c: Column = (F.col(f"__l_{T}") >= F.col(f"__r_{T}") + F.lit(lower)) & (

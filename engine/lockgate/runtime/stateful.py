@@ -20,6 +20,7 @@ from pyspark.sql.types import ArrayType, MapType, StructType
 from . import aggregates as agg
 from . import panes
 from .context import CycleContext
+from .key_bounds import KeyBound, bound_for
 from .layered_state import StateDelta, anti_join
 from .windowing import WE, WS, assign, to_timestamp, window_time
 
@@ -152,8 +153,14 @@ def _session_aggregate(ctx: CycleContext, op: str, cfg: dict[str, Any], df: Data
     )
 
 
-def running_aggregate(ctx: CycleContext, op: str, cfg: dict[str, Any], df: DataFrame) -> DataFrame:
-    """Totals per key over every window so far; emits the keys touched in this cycle."""
+def running_aggregate(
+    ctx: CycleContext, op: str, cfg: dict[str, Any], df: DataFrame, bounds: list[KeyBound] | None = None
+) -> DataFrame:
+    """Totals per key over every window so far; emits the keys touched in this cycle.
+
+    ``bounds``: what is known of ``df``'s key values before it is computed (:mod:`.key_bounds`);
+    the state is then looked up by a bound, not by the partials' keys, so the lookup's broadcast
+    does not wait for ``df`` (extra rows it reads are untouched keys, dropped below)."""
     keys: list[str] = cfg["keys"]
     aggs = cfg["aggs"]
     # touched: the key had records this cycle (with no keys, the one global group, which
@@ -164,7 +171,10 @@ def running_aggregate(ctx: CycleContext, op: str, cfg: dict[str, Any], df: DataF
     if state is None:
         merged = new
     else:
-        if keys:
+        bound = bound_for(keys, bounds or [])
+        if bound is not None:
+            old = state.lookup(tuple(keys), bound.keys, list(bound.columns))
+        elif keys:
             new = _held_for_lookup(ctx, new)
             old = state.lookup(tuple(keys), new, keys)
         else:

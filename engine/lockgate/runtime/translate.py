@@ -24,6 +24,7 @@ from . import stateful
 from .context import CycleContext
 from .interval_join import interval_join
 from .iteration import graph_compute, graph_traverse
+from .key_bounds import passed
 from .lookup import lookup_join
 from .over import over_aggregate
 from .table_aggregate import table_aggregate
@@ -74,6 +75,22 @@ def translate(
 ) -> DataFrame:
     """The output DataFrame of vertex ``v`` for this cycle round (an ITERATOR operator runs its
     ``iteration`` cycle, the supersteps nested in the round)."""
+    edges = graph.inputs(v.id)
+    if len(edges) == 1 and ctx.key_bounds.get(edges[0].source):
+        bounds = passed(v.op, v.config, ctx.key_bounds[edges[0].source])
+        if bounds:
+            ctx.key_bounds[v.id] = bounds
+    return _translate(ctx, graph, v, inputs, fns, iteration)
+
+
+def _translate(
+    ctx: CycleContext,
+    graph: PipelineGraph,
+    v: PipelineVertex,
+    inputs: list[DataFrame],
+    fns: Mapping[str, Callable[..., Any]],
+    iteration: Cycle | None = None,
+) -> DataFrame:
     cfg = v.config
     edges = graph.inputs(v.id)
     df = inputs[0] if inputs else None
@@ -116,7 +133,7 @@ def translate(
     if v.op == "running_aggregate":
         if cfg.get("over_updates") is not None:
             return table_aggregate(ctx, v.id, cfg, df)
-        return stateful.running_aggregate(ctx, v.id, cfg, df)
+        return stateful.running_aggregate(ctx, v.id, cfg, df, ctx.key_bounds.get(edges[0].source, []))
     if v.op == "deduplicate":
         return stateful.deduplicate(ctx, v.id, cfg, df, ts_of(0)[0])
     if v.op == "join":

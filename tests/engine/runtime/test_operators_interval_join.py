@@ -31,13 +31,19 @@ def joins() -> lg.Pipeline:
     bids = p.source(lg.NexmarkSource("bid", start=T0_ISO, **SOURCE), name="bids")
     auctions = p.source(lg.NexmarkSource("auction", start=T0_ISO, **SOURCE), name="auctions")
     persons = p.source(lg.NexmarkSource("person", start=T0_ISO, **SOURCE), name="persons")
-    (
-        bids.join(auctions, left_on=["auction"], right_on=["id"], between=(timedelta(0), MAX_AUCTION),
-                  name="bid_in_auction")
-        .filter("date_time <= expires", name="before_expiry")
-        .select("auction", "bidder", "price", "date_time", "seller", "category", name="q9_pairs")
+    in_time = bids.join(auctions, left_on=["auction"], right_on=["id"], between=(timedelta(0), MAX_AUCTION),
+                        name="bid_in_auction").filter("date_time <= expires", name="before_expiry")
+    in_time.select("auction", "bidder", "price", "date_time", "seller", "category", name="q9_pairs") \
         .sink(lg.CollectSink("bids_in_auctions"), name="pairs_out")
-    )
+    # q9's shape: running aggregates over the join, keyed by its right key (and a right-side
+    # column), by its left key, and by a column that is no join key
+    cents = in_time.with_column("cents", "price * 100", name="cents")
+    cents.key_by("id", "seller").aggregate(n=lg.count(), top=lg.max("cents"), name="per_auction") \
+        .sink(lg.CollectSink("per_auction"), name="per_auction_out")
+    in_time.key_by("auction").aggregate(n=lg.count(), name="per_bid_auction") \
+        .sink(lg.CollectSink("per_bid_auction"), name="per_bid_auction_out")
+    in_time.key_by("bidder").aggregate(n=lg.count(), name="per_bidder") \
+        .sink(lg.CollectSink("per_bidder"), name="per_bidder_out")
     (
         auctions.join(persons, left_on=["seller"], right_on=["id"], ttl=TTL, name="seller_join")
         .select("id AS auction", "seller", "name", "city", "date_time", "date_time_right AS joined",
@@ -77,6 +83,39 @@ def test_interval_join_then_expiry_filter_matches_pandas(client, run):
     got = read_sink(client, "op_interval_join", "bids_in_auctions")
     assert len(want) > 100
     assert_same_rows(got, want, ["auction", "bidder", "date_time", "price"], what="bids within their auction")
+
+
+def _pairs_in_time() -> pd.DataFrame:
+    """q9's pairs with the round each is emitted in (the later of its two records' cycles)."""
+    bids, auctions = _events("bid"), _events("auction")
+    auctions["expires"] = (auctions["expires"] - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(microseconds=1)
+    m = bids.merge(auctions, left_on="auction", right_on="id", suffixes=("", "_a"))
+    lo, hi = m["date_time_a"], m["date_time_a"] + int(MAX_AUCTION.total_seconds() * S)
+    m = m[(m["date_time"] >= lo) & (m["date_time"] <= hi) & (m["date_time"] <= m["expires"])].copy()
+    m["round"] = m[["cycle", "cycle_a"]].max(axis=1)
+    return m
+
+
+@pytest.mark.parametrize(("sink", "keys", "aggs"), [
+    ("per_auction", ["id", "seller"], {"n": ("price", "size"), "top": ("price", "max")}),
+    ("per_bid_auction", ["auction"], {"n": ("price", "size")}),
+    ("per_bidder", ["bidder"], {"n": ("price", "size")}),
+])
+def test_running_aggregates_over_the_join_emit_each_rounds_touched_keys(client, run, sink, keys, aggs):
+    """Each round emits exactly the keys its pairs touched, with their totals so far (the state of
+    a key the round's records carried but no pair touched is read, never emitted)."""
+    pairs = _pairs_in_time()
+    got = read_sink(client, "op_interval_join", sink)
+    rounds = sorted(pairs["round"].unique())
+    assert len(rounds) >= 4 and set(got["lg_window"]) == set(rounds)
+    for w in rounds:
+        upto = pairs[pairs["round"] <= w]
+        want = upto.groupby(keys, as_index=False).agg(**aggs)
+        if "top" in want:
+            want["top"] = want["top"] * 100
+        touched = pairs.loc[pairs["round"] == w, keys].drop_duplicates()
+        want = want.merge(touched, on=keys)
+        assert_same_rows(got[got["lg_window"] == w], want, keys, what=f"{sink} in round {w}")
 
 
 def test_join_with_ttl_pairs_records_at_most_ttl_apart(client, run):
