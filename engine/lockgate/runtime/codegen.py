@@ -9,13 +9,15 @@ events a window) that is 14 compilations and about 210 ms a round on W6 (q18) an
 compilations, about 960 ms, on W5 (q9): more than interpreting a window's rows costs.
 
 So a round expected to touch at most ``LOCKGATE_CODEGEN_ROWS`` rows (its last round's input
-rows plus the rows of the state layers it may read; default 100,000; 0 keeps Spark's code
+rows plus the rows of the state layers it may read; default 300,000; 0 keeps Spark's code
 generation on for every round) runs with whole-stage code generation off and expressions
-interpreted. Above that, interpreting costs more than compiling: W6 at 50 s cycles (23,000
-bids a round on 150,000 to 300,000 rows of state) took 2.3 s a round interpreted against 2.0 s
-compiled. A runner's first round, whose size is not known yet, and catch-up groups (many
-windows at once) keep code generation. Results are the same either way; only where the time
-goes changes.
+interpreted. At 40 rounds of 25,000 events (2026-11-29, ``bench/results/codegen_rows/``), W5
+(q9, 24,500 records a round on up to 170,000 rows of state layers) ran 10 % to 15 % faster
+interpreted than compiled, and W6 (q18, 23,000 bids on up to 290,000) the same either way; the
+earlier default of 100,000 compiled most of W5's rounds. Far above that a scan of the layers
+interpreted costs more than the compilation. A runner's first round, whose size is not known
+yet, and catch-up groups (many windows at once) keep code generation. Results are the same
+either way; only where the time goes changes.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from pyspark.sql import SparkSession
 from .settings import count_setting
 
 #: default largest round (rows) run without code generation
-DEFAULT_CODEGEN_ROWS = 100_000
+DEFAULT_CODEGEN_ROWS = 300_000
 
 #: the session settings a round without code generation changes, and their values then
 INTERPRETED = {
