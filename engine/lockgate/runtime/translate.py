@@ -75,24 +75,12 @@ def translate(
 ) -> DataFrame:
     """The output DataFrame of vertex ``v`` for this cycle round (an ITERATOR operator runs its
     ``iteration`` cycle, the supersteps nested in the round)."""
-    edges = graph.inputs(v.id)
-    if len(edges) == 1 and ctx.key_bounds.get(edges[0].source):
-        bounds = passed(v.op, v.config, ctx.key_bounds[edges[0].source])
-        if bounds:
-            ctx.key_bounds[v.id] = bounds
-    return _translate(ctx, graph, v, inputs, fns, iteration)
-
-
-def _translate(
-    ctx: CycleContext,
-    graph: PipelineGraph,
-    v: PipelineVertex,
-    inputs: list[DataFrame],
-    fns: Mapping[str, Callable[..., Any]],
-    iteration: Cycle | None = None,
-) -> DataFrame:
     cfg = v.config
     edges = graph.inputs(v.id)
+    if len(edges) == 1 and ctx.key_bounds.get(edges[0].source):
+        bounds = passed(v.op, cfg, ctx.key_bounds[edges[0].source])
+        if bounds:
+            ctx.key_bounds[v.id] = bounds
     df = inputs[0] if inputs else None
     if edges and edges[0].partitioning == Partitioning.KEY and v.op in ("map_batches", "sql", "filter", "select"):
         df = df.repartition(v.parallelism, *edges[0].keys)
