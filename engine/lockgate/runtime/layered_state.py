@@ -235,7 +235,8 @@ class LayeredState:
         return self._merge(self._frames(where, None, []), identity, keep_tombstones=False)
 
     def lookup(self, identity: tuple[str, ...] | None, keys: DataFrame, on: list[str]) -> DataFrame:
-        """The live rows whose ``on`` columns (a prefix of the identity) match a row of ``keys``."""
+        """The live rows whose ``on`` columns (any of the identity's: every layer's row of one
+        identity carries the same values there, so all of them or none pass) match a row of ``keys``."""
         return self._merge(self._frames(None, keys, on), identity, keep_tombstones=False)
 
     def lookup_where(self, identity: tuple[str, ...], keys: DataFrame, on: list[str]) -> DataFrame:

@@ -44,6 +44,16 @@ def joins() -> lg.Pipeline:
         .sink(lg.CollectSink("per_bid_auction"), name="per_bid_auction_out")
     in_time.key_by("bidder").aggregate(n=lg.count(), name="per_bidder") \
         .sink(lg.CollectSink("per_bidder"), name="per_bidder_out")
+    # a join on two columns named in another order on each side, one of them renamed on the right
+    # ("lane" is on both sides: the right one is "lane_right"), and an aggregate keyed by the
+    # right side's names, over a filter that drops pairs (so the bound holds keys no pair carries)
+    lanes_l = bids.with_column("lane", "auction % 3", name="bid_lane")
+    lanes_r = auctions.with_column("lane", "id % 3", name="auction_lane")
+    lanes_l.join(lanes_r, left_on=["lane", "auction"], right_on=["lane", "id"], between=(timedelta(0), MAX_AUCTION),
+                 name="lane_join") \
+        .filter("price % 2 = 0", name="even_prices") \
+        .key_by("id", "lane_right", "seller").aggregate(n=lg.count(), name="per_lane") \
+        .sink(lg.CollectSink("per_lane"), name="per_lane_out")
     (
         auctions.join(persons, left_on=["seller"], right_on=["id"], ttl=TTL, name="seller_join")
         .select("id AS auction", "seller", "name", "city", "date_time", "date_time_right AS joined",
@@ -85,13 +95,14 @@ def test_interval_join_then_expiry_filter_matches_pandas(client, run):
     assert_same_rows(got, want, ["auction", "bidder", "date_time", "price"], what="bids within their auction")
 
 
-def _pairs_in_time() -> pd.DataFrame:
-    """q9's pairs with the round each is emitted in (the later of its two records' cycles)."""
+def _pairs_in_time(expiry: bool = True) -> pd.DataFrame:
+    """q9's pairs (``expiry``: filtered to the auction's expiry) with the round each is emitted in
+    (the later of its two records' cycles)."""
     bids, auctions = _events("bid"), _events("auction")
     auctions["expires"] = (auctions["expires"] - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(microseconds=1)
     m = bids.merge(auctions, left_on="auction", right_on="id", suffixes=("", "_a"))
     lo, hi = m["date_time_a"], m["date_time_a"] + int(MAX_AUCTION.total_seconds() * S)
-    m = m[(m["date_time"] >= lo) & (m["date_time"] <= hi) & (m["date_time"] <= m["expires"])].copy()
+    m = m[(m["date_time"] >= lo) & (m["date_time"] <= hi) & ((m["date_time"] <= m["expires"]) | (not expiry))].copy()
     m["round"] = m[["cycle", "cycle_a"]].max(axis=1)
     return m
 
@@ -100,11 +111,15 @@ def _pairs_in_time() -> pd.DataFrame:
     ("per_auction", ["id", "seller"], {"n": ("price", "size"), "top": ("price", "max")}),
     ("per_bid_auction", ["auction"], {"n": ("price", "size")}),
     ("per_bidder", ["bidder"], {"n": ("price", "size")}),
+    ("per_lane", ["id", "lane_right", "seller"], {"n": ("price", "size")}),
 ])
 def test_running_aggregates_over_the_join_emit_each_rounds_touched_keys(client, run, sink, keys, aggs):
     """Each round emits exactly the keys its pairs touched, with their totals so far (the state of
     a key the round's records carried but no pair touched is read, never emitted)."""
-    pairs = _pairs_in_time()
+    pairs = _pairs_in_time(expiry=sink != "per_lane")
+    if sink == "per_lane":
+        pairs = pairs[pairs["price"] % 2 == 0].copy()
+        pairs["lane_right"] = pairs["id"] % 3
     got = read_sink(client, "op_interval_join", sink)
     rounds = sorted(pairs["round"].unique())
     assert len(rounds) >= 4 and set(got["lg_window"]) == set(rounds)
