@@ -15,9 +15,9 @@ interpreted. At 40 rounds of 25,000 events (2026-11-29, ``bench/results/codegen_
 (q9, 24,500 records a round on up to 170,000 rows of state layers) ran 10 % to 15 % faster
 interpreted than compiled, and W6 (q18, 23,000 bids on up to 290,000) the same either way; the
 earlier default of 100,000 compiled most of W5's rounds. Far above that it is not measured
-(the state-growth bench's rounds over millions of rows keep code generation). A runner's first round, whose size is not known
-yet, and catch-up groups (many windows at once) keep code generation. Results are the same
-either way; only where the time goes changes.
+(the state-growth bench's rounds over millions of rows keep code generation). A runner's first
+round, whose size is not known yet, and catch-up groups (many windows at once) keep code
+generation. Results are the same either way; only where the time goes changes.
 """
 
 from __future__ import annotations

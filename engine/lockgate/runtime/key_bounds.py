@@ -27,11 +27,22 @@ _KEEPS_VALUES = frozenset({"filter", "with_column"})
 
 @dataclass(frozen=True)
 class KeyBound:
-    """``keys`` (columns ``columns``) holds every value tuple that the frame's ``columns`` carry
-    (and possibly more); nulls included."""
+    """The values of ``columns`` in a frame: a subset of the rows of ``sources``, each a frame and
+    its columns that hold those values (in that order; nulls included). Its :meth:`keys` frame is
+    built only when an operator uses the bound: a bound nobody uses costs no Py4J call."""
 
     columns: tuple[str, ...]
-    keys: DataFrame
+    sources: tuple[tuple[DataFrame, tuple[str, ...]], ...]
+
+    def keys(self) -> DataFrame:
+        """Every source's values under the bound's ``columns``, in one frame (with duplicates)."""
+        out = None
+        for df, cols in self.sources:
+            part = df.select(*[F.col(c).alias(n) for c, n in zip(cols, self.columns, strict=True)])
+            out = part if out is None else out.unionByName(part)
+        if out is None:
+            raise ValueError("a key bound needs at least one source")
+        return out
 
 
 def inner_join_bounds(
@@ -40,12 +51,11 @@ def inner_join_bounds(
     """The bounds of an inner equi-join's output over this round's new records ``left`` and
     ``right``: its left key columns, and the right key columns under their output names
     ``right_out``, both hold only keys of ``left`` or of ``right``."""
-    both = left.select(*left_on).unionByName(
-        right.select(*[F.col(r).alias(lk) for r, lk in zip(right_on, left_on, strict=True)]))
-    bounds = [KeyBound(tuple(left_on), both)]
+    sources = ((left, tuple(left_on)), (right, tuple(right_on)))
+    bounds = [KeyBound(tuple(left_on), sources)]
     out_names = tuple(right_out[r] for r in right_on)
     if out_names != tuple(left_on):
-        bounds.append(KeyBound(out_names, both.toDF(*out_names)))
+        bounds.append(KeyBound(out_names, sources))
     return bounds
 
 

@@ -173,7 +173,7 @@ def running_aggregate(
     else:
         bound = bound_for(keys, bounds or [])
         if bound is not None:
-            old = state.lookup(tuple(keys), bound.keys, list(bound.columns))
+            old = state.lookup(tuple(keys), bound.keys(), list(bound.columns))
         elif keys:
             new = _held_for_lookup(ctx, new)
             old = state.lookup(tuple(keys), new, keys)

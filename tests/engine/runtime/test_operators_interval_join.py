@@ -84,12 +84,7 @@ def _events(stream: str):
 
 
 def test_interval_join_then_expiry_filter_matches_pandas(client, run):
-    bids, auctions = _events("bid"), _events("auction")
-    auctions["expires"] = (auctions["expires"] - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(microseconds=1)
-    m = bids.merge(auctions, left_on="auction", right_on="id", suffixes=("", "_a"))
-    lo, hi = m["date_time_a"], m["date_time_a"] + int(MAX_AUCTION.total_seconds() * S)
-    want = m[(m["date_time"] >= lo) & (m["date_time"] <= hi) & (m["date_time"] <= m["expires"])]
-    want = want[["auction", "bidder", "price", "date_time", "seller", "category"]]
+    want = _pairs_in_time()[["auction", "bidder", "price", "date_time", "seller", "category"]]
     got = read_sink(client, "op_interval_join", "bids_in_auctions")
     assert len(want) > 100
     assert_same_rows(got, want, ["auction", "bidder", "date_time", "price"], what="bids within their auction")
