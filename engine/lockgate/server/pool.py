@@ -623,10 +623,18 @@ class WorkerPool:
                           + (f"; its log ({h.log_path}) ends with:\n{log_tail}" if log_tail else ""))
 
     def heartbeat(self, req: Any) -> None:
+        """A worker is alive. A kept worker handed to its job's next run heartbeats with the
+        previous run's generation until that run's first task reaches it: such a heartbeat
+        is stale, not fenced (it changes nothing but the worker's liveness). Any other
+        generation that is not the handle's is refused."""
         with self.cond:
-            h = self._known(req.worker_id, req.generation, "heartbeat")
+            h = self.handles.get(req.worker_id)
+            stale = (h is not None and h.state in _ALIVE and h.connected
+                     and 0 < req.generation < h.generation)
+            if not stale:
+                h = self._known(req.worker_id, req.generation, "heartbeat")
+                h.status = req.status
             h.last_seen = time.monotonic()
-            h.status = req.status
 
     def report(self, req: Any, what: str) -> None:
         with self.cond:

@@ -355,3 +355,45 @@ def test_the_next_run_is_taken_as_soon_as_the_last_run_committed_its_range(setup
     assert client.get_job("next").state == "FINISHED", seen
     assert [c.window for c in client.list_checkpoints("next")] == [srv.FIRST + i for i in range(4)]
     assert srv.outputs(client.read_sink, "next", out) == reference(EVENTS)
+
+
+def test_a_kept_worker_heartbeating_its_last_run_is_not_fenced_by_the_next(setup, reference):
+    """A worker kept for its job's next run heartbeats with the last run's generation until
+    the next run's first task reaches it. That heartbeat is stale, not fenced: the worker
+    must not be refused and exit (it did, intermittently, before). A generation the job
+    never gave that worker is still refused."""
+    from lockgate.server.generated import lockgate_worker_pb2 as wpb
+    from lockgate.server.generated import lockgate_worker_pb2_grpc as wpb_grpc
+
+    srv, root, controller, client = setup
+    ref, out = srv.write_pipeline(root / "kept", "srv", EVENTS)
+    client.start_run(ref, job="kept", first=srv.FIRST, last=srv.FIRST + 1)
+    deadline = time.monotonic() + 600
+    while not (mine := [w for w in client.list_workers() if w["job"] == "kept"]):
+        assert time.monotonic() < deadline, client.list_workers()
+        time.sleep(0.01)
+    worker = mine[0]
+    list(client.watch("kept", timeout=600))
+    assert client.get_job("kept").state == "FINISHED"
+    client.start_run(ref, job="kept", first=srv.FIRST + 2, last=srv.FIRST + srv.windows(EVENTS) - 1)
+    deadline = time.monotonic() + 600
+    while (now := next(w for w in client.list_workers() if w["id"] == worker["id"]))["generation"] == 0:
+        assert time.monotonic() < deadline, now
+        time.sleep(0.005)
+    assert now["pid"] == worker["pid"], "the next run must take the kept worker"
+    channel = grpc.insecure_channel(controller.worker_address)
+    stub = wpb_grpc.WorkerControlStub(channel)
+    try:
+        stub.Heartbeat(wpb.HeartbeatRequest(worker_id=worker["id"], generation=now["generation"] - 1,
+                                            status="idle"), timeout=30)
+        with pytest.raises(grpc.RpcError) as info:
+            stub.Heartbeat(wpb.HeartbeatRequest(worker_id=worker["id"], generation=now["generation"] + 1,
+                                                status="running"), timeout=30)
+        assert info.value.code() == grpc.StatusCode.ABORTED and "fenced" in info.value.details()
+    finally:
+        channel.close()
+    seen = list(client.watch("kept", timeout=600))
+    assert client.get_job("kept").state == "FINISHED", seen
+    assert "RECOVERING" not in [e.state for e in seen if e.kind == "state"], seen
+    assert any(w["pid"] == worker["pid"] for w in client.list_workers())
+    assert srv.outputs(client.read_sink, "kept", out) == reference(EVENTS)
