@@ -12,6 +12,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from . import jvm_profile
 from .config import LG_DETAIL, LG_PHASES, SHORT, STREAMING, TARGETS
 from .workloads import WORKLOADS
 
@@ -582,6 +583,8 @@ def profile_markdown(wl: str, p: dict[str, Any]) -> str:
         lines += ["", "| call site | PySpark API | calls/cycle | ms/cycle |", "|---|---|---:|---:|"]
         for r in p["py4j_apis"]:
             lines.append(f"| `{r['site']}` | `{r['api']}` | {r['calls_per_cycle']:.1f} | {r['ms_per_cycle']:.0f} |")
+    if p.get("jvm"):
+        lines += ["", jvm_profile.markdown(p["jvm"]).rstrip("\n")]
     if p.get("py_spy"):
         lines += ["", f"## py-spy (wall-clock samples incl. idle, {p['py_spy_seconds']:.0f} s of the run thread)", "",
                   "| function | ms/cycle | share |", "|---|---:|---:|"]

@@ -31,7 +31,7 @@ from typing import Any
 
 import psutil
 
-from . import report
+from . import jvm_profile, report
 from .config import (
     CONTENDERS,
     REPO,
@@ -141,13 +141,13 @@ class Bench:
         }
 
     def launch(self, spec: dict[str, Any], run_dir: Path, *, expect_kill: bool = False,
-               wrap: list[str] | None = None) -> tuple[dict[str, Any] | None, Any]:
+               wrap: list[str] | None = None, env: dict[str, str] | None = None) -> tuple[dict[str, Any] | None, Any]:
         run_dir.mkdir(parents=True, exist_ok=True)
         spec_path = run_dir / f"spec-{int(time.time() * 1000)}.json"
         spec_path.write_text(json.dumps(spec))
         Path(spec["result"]).unlink(missing_ok=True)
         cmd = [*(wrap or []), sys.executable, "-m", "bench.worker", str(spec_path)]
-        fin = run_tree(cmd, env=self.env, cwd=REPO, log=run_dir / "log.txt", timeout_s=self.size.timeout_s)
+        fin = run_tree(cmd, env=env or self.env, cwd=REPO, log=run_dir / "log.txt", timeout_s=self.size.timeout_s)
         if fin.timed_out:
             raise BenchError(f"{spec['contender']} {spec['workload']} cut {spec['cut']} timed out after "
                              f"{self.size.timeout_s}s; log {run_dir / 'log.txt'}:\n{_tail(run_dir / 'log.txt')}")
@@ -399,11 +399,18 @@ class Bench:
                 shutil.rmtree(run_dir)
             raw = pdir / f"{wl}-py-spy.txt"
             wrap = [pyspy, "record", "--idle", "--rate", "50", "--format", "raw", "-o", str(raw), "--"] if pyspy else None
-            spec = self.spec("lockgate", wl, self.finest, run_dir, profile=True, event_log=str(run_dir / "spark-events"))
-            res, fin = self.launch(spec, run_dir, wrap=wrap)
+            jfr = run_dir / "jvm.jfr" if shutil.which("jfr") and shutil.which("jcmd") else None
+            spec = self.spec("lockgate", wl, self.finest, run_dir, profile=True, event_log=str(run_dir / "spark-events"),
+                             jfr=str(jfr) if jfr else None)
+            env = dict(self.env)
+            if jfr is not None:  # the driver JVM's own samples (bench/jvm_profile.py)
+                env["SPARK_SUBMIT_OPTS"] = f"{env.get('SPARK_SUBMIT_OPTS', '')} {jvm_profile.jfr_options()}".strip()
+            res, fin = self.launch(spec, run_dir, wrap=wrap, env=env)
             assert res is not None
             self.check("lockgate", wl, run_dir / "out", f"profile {wl}")
             prof = report.profile_summary(res, raw if pyspy else None)
+            if jfr is not None and jfr.exists():
+                prof["jvm"] = jvm_profile.summary(jfr)
             shutil.copy(Path(res["profile"]).with_name("lockgate-profile.txt"), pdir / f"{wl}-cprofile.txt")
             self.profiles[wl] = prof
             log(f"  profile {wl}: {res['cycles']} cycles, {prof['py4j_calls_per_cycle']:.0f} Py4J calls, "

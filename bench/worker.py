@@ -24,6 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from . import jvm_profile
 from .config import HDFS_PROVIDER, LG_DETAIL, MASTER, REPO, ROCKSDB_CONF
 from .task_metrics import event_log_conf, task_totals
 from .workloads import PIPELINE_FILE, WORKLOADS, spark_output
@@ -265,6 +266,8 @@ def run_lockgate(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
         )
         with open(work / "lockgate-profile.txt", "w") as f:
             pstats.Stats(profiler, stream=f).sort_stats("cumulative").print_stats(80)
+    if spec.get("jfr"):  # the driver JVM's recording, dumped while the JVM still runs
+        jvm_profile.dump(spark, Path(spec["jfr"]))
     client.close()
     return out
 

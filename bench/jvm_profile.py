@@ -1,0 +1,134 @@
+"""Where the driver JVM spends a profiled run's CPU: Java Flight Recorder's execution samples,
+summed by what Spark was doing.
+
+The Python profile (cProfile, py-spy, Py4J call counts) sees a Spark job as time blocked on
+the JVM. This sees inside it: a recording started with the JVM (:func:`jfr_options`, through
+``SPARK_SUBMIT_OPTS``), dumped by the worker before Spark stops (:func:`dump`), and read back
+with the JDK's ``jfr`` tool (:func:`summary`). Each category is the share of all samples whose
+stack holds one of its frames (a sample can count in several: cache building inside a task).
+
+    >>> opts = jfr_options()                                      # doctest: +SKIP
+    >>> dump(spark, Path("/tmp/run/jvm.jfr"))                     # doctest: +SKIP
+    >>> summary(Path("/tmp/run/jvm.jfr"))["categories"]           # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+RECORDING = "lockgate-bench"
+#: what a sample was doing, by the frames its stack holds (class or method name fragments)
+CATEGORIES: dict[str, tuple[str, ...]] = {
+    "executor tasks (all)": ("Executor$TaskRunner.run",),
+    "  computing and caching persisted frames": ("CachedRDDBuilder",),
+    "    of it, writing the rows into cached columns": ("ColumnBuilder",),
+    "      of it, choosing each column's compression": ("gatherCompressibilityStats",),
+    "  deserialising tasks": ("ObjectInputStream",),
+    "  reading Parquet": ("ParquetFileFormat", "VectorizedParquetRecordReader"),
+    "  shuffle writes and sorts": ("ShuffleWriter", "ExternalSorter", "UnsafeExternalSorter"),
+    "driver: analysis (each DataFrame step)": ("Analyzer.execute", "CheckAnalysis"),
+    "driver: optimizer": ("Optimizer.execute", "SparkOptimizer"),
+    "driver: physical planning": ("SparkPlanner", "QueryExecution$.prepareForExecution", "EnsureRequirements"),
+    "driver: plan description for the listener": ("explainString", "SparkPlanInfo"),
+    "driver: persist (caching a plan)": ("CacheManager.cacheQuery",),
+    "driver: Arrow results to Python": ("collectAsArrowToPython", "ArrowConverters"),
+    "driver: scheduler": ("DAGScheduler", "TaskSchedulerImpl", "TaskSetManager"),
+    "driver: status listeners": ("AppStatusListener", "SQLAppStatusListener"),
+}
+
+
+def jfr_options() -> str:
+    """The JVM option that starts the recording (profile settings: 20 ms samples)."""
+    return f"-XX:StartFlightRecording=name={RECORDING},settings=profile"
+
+
+def dump(spark: Any, path: Path) -> bool:
+    """Write the running recording of ``spark``'s driver JVM to ``path`` (``jcmd``); False
+    when the JDK's tools are not there or the JVM has no recording."""
+    jcmd = shutil.which("jcmd")
+    if jcmd is None:
+        return False
+    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    done = subprocess.run([jcmd, str(pid), "JFR.dump", f"name={RECORDING}", f"filename={path}"],
+                          capture_output=True, text=True, timeout=120)
+    return done.returncode == 0 and path.exists() and path.stat().st_size > 0
+
+
+def summary(path: Path) -> dict[str, Any]:
+    """Shares of the recording's execution samples: per category (:data:`CATEGORIES`) and per
+    thread group (executor tasks, Py4J's request threads, the Arrow server, the scheduler...)."""
+    out = subprocess.run(["jfr", "print", "--stack-depth", "96", "--json", "--events", "jdk.ExecutionSample",
+                          str(path)], capture_output=True, text=True, check=True).stdout
+    events = json.loads(out)["recording"]["events"]
+    hits: Counter[str] = Counter()
+    threads: Counter[str] = Counter()
+    for e in events:
+        v = e["values"]
+        threads[_thread_group(v["sampledThread"].get("javaName") or v["sampledThread"].get("osName") or "?")] += 1
+        names = [f"{f['method']['type']['name'].rsplit('/', 1)[-1]}.{f['method']['name']}"
+                 for f in v["stackTrace"]["frames"]]
+        for cat, marks in CATEGORIES.items():
+            if any(m in n for n in names for m in marks):
+                hits[cat] += 1
+    total = max(1, len(events))
+    return {
+        "samples": len(events),
+        "categories": {cat: round(100 * hits[cat] / total, 1) for cat in CATEGORIES},
+        "threads": {t: round(100 * n / total, 1) for t, n in threads.most_common(8)},
+        **_jvm_totals(path),
+    }
+
+
+def _seconds(value: str) -> float:
+    """A JFR duration (``PT0.25S``, ``PT1M2.5S``) in seconds."""
+    m = re.fullmatch(r"PT(?:(\d+)H)?(?:(\d+)M)?(?:([\d.]+)S)?", value or "")
+    if not m:
+        return 0.0
+    h, mi, sec = m.groups()
+    return int(h or 0) * 3600 + int(mi or 0) * 60 + float(sec or 0)
+
+
+def _jvm_totals(path: Path) -> dict[str, float]:
+    """Seconds the recording spent compiling (the JIT's threads, off the samples above) and in
+    garbage collection pauses, and how long it recorded."""
+    out = subprocess.run(["jfr", "print", "--json", "--events", "jdk.Compilation,jdk.GarbageCollection",
+                          str(path)], capture_output=True, text=True, check=True).stdout
+    events = json.loads(out)["recording"]["events"]
+    compile_s = sum(_seconds(e["values"]["duration"]) for e in events if e["type"] == "jdk.Compilation")
+    pauses_s = sum(_seconds(e["values"]["sumOfPauses"]) for e in events if e["type"] == "jdk.GarbageCollection")
+    return {"jit_compile_s": round(compile_s, 2), "gc_pause_s": round(pauses_s, 2),
+            "compilations": sum(1 for e in events if e["type"] == "jdk.Compilation")}
+
+
+def _thread_group(name: str) -> str:
+    if name.startswith("Executor task"):
+        return "executor tasks"
+    if name.startswith("Thread-"):
+        return "Py4J requests (the round's DataFrames, actions)"
+    for prefix in ("serve-Arrow", "dag-scheduler", "spark-listener", "broadcast-exchange", "task-result-getter",
+                   "dispatcher"):
+        if name.startswith(prefix):
+            return prefix
+    return "other"
+
+
+def markdown(s: dict[str, Any]) -> str:
+    """The summary as the profile page's section."""
+    lines = [f"## The driver JVM ({s['samples']} execution samples, Java Flight Recorder)", "",
+             "| what the JVM was doing | share of samples |", "|---|---:|"]
+    lines += [f"| {cat.replace(' ', '&nbsp;', len(cat) - len(cat.lstrip()))} | {pct:.1f} % |"
+              for cat, pct in s["categories"].items()]
+    lines += ["", "| thread | share of samples |", "|---|---:|"]
+    lines += [f"| {t} | {pct:.1f} % |" for t, pct in s["threads"].items()]
+    lines += ["", f"Off the samples: the JIT compiled {s['compilations']} methods in {s['jit_compile_s']:.1f} s of its "
+              f"threads' time; garbage collection paused the JVM for {s['gc_pause_s']:.1f} s."]
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["CATEGORIES", "dump", "jfr_options", "markdown", "summary"]
