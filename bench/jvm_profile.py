@@ -33,8 +33,10 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "  reading Parquet": ("ParquetFileFormat", "VectorizedParquetRecordReader"),
     "  shuffle writes and sorts": ("ShuffleWriter", "ExternalSorter", "UnsafeExternalSorter"),
     "driver: analysis (each DataFrame step)": ("Analyzer.execute", "CheckAnalysis"),
-    "driver: optimizer": ("Optimizer.execute", "SparkOptimizer"),
-    "driver: physical planning": ("SparkPlanner", "QueryExecution$.prepareForExecution", "EnsureRequirements"),
+    # the optimizer's and planner's frames are RuleExecutor's and QueryPlanner's: found by the
+    # QueryExecution step that calls them
+    "driver: optimizer": ("$anonfun$optimizedPlan", "QueryExecution.optimizedPlan"),
+    "driver: physical planning": ("$anonfun$sparkPlan", "$anonfun$executedPlan", "QueryExecution$.prepareForExecution"),
     "driver: plan description for the listener": ("explainString", "SparkPlanInfo"),
     "driver: persist (caching a plan)": ("CacheManager.cacheQuery",),
     "driver: Arrow results to Python": ("collectAsArrowToPython", "ArrowConverters"),
