@@ -64,13 +64,18 @@ def dump(spark: Any, path: Path) -> bool:
 
 def summary(path: Path) -> dict[str, Any]:
     """Shares of the recording's execution samples: per category (:data:`CATEGORIES`) and per
-    thread group (executor tasks, Py4J's request threads, the Arrow server, the scheduler...)."""
-    out = subprocess.run(["jfr", "print", "--stack-depth", "96", "--json", "--events", "jdk.ExecutionSample",
-                          str(path)], capture_output=True, text=True, check=True).stdout
+    thread group (executor tasks, Py4J's request threads, the Arrow server, the scheduler...);
+    with the seconds the JIT's threads spent compiling (off the samples) and the GC pauses.
+    The recording is read once."""
+    out = subprocess.run(["jfr", "print", "--stack-depth", "96", "--json", "--events",
+                          "jdk.ExecutionSample,jdk.Compilation,jdk.GarbageCollection", str(path)],
+                         capture_output=True, text=True, check=True).stdout
     events = json.loads(out)["recording"]["events"]
+    samples = [e for e in events if e["type"] == "jdk.ExecutionSample"]
+    compilations = [e for e in events if e["type"] == "jdk.Compilation"]
     hits: Counter[str] = Counter()
     threads: Counter[str] = Counter()
-    for e in events:
+    for e in samples:
         v = e["values"]
         threads[_thread_group(v["sampledThread"].get("javaName") or v["sampledThread"].get("osName") or "?")] += 1
         names = [f"{f['method']['type']['name'].rsplit('/', 1)[-1]}.{f['method']['name']}"
@@ -78,12 +83,15 @@ def summary(path: Path) -> dict[str, Any]:
         for cat, marks in CATEGORIES.items():
             if any(m in n for n in names for m in marks):
                 hits[cat] += 1
-    total = max(1, len(events))
+    total = max(1, len(samples))
     return {
-        "samples": len(events),
+        "samples": len(samples),
         "categories": {cat: round(100 * hits[cat] / total, 1) for cat in CATEGORIES},
         "threads": {t: round(100 * n / total, 1) for t, n in threads.most_common(8)},
-        **_jvm_totals(path),
+        "jit_compile_s": round(sum(_seconds(e["values"]["duration"]) for e in compilations), 2),
+        "gc_pause_s": round(sum(_seconds(e["values"]["sumOfPauses"]) for e in events
+                                if e["type"] == "jdk.GarbageCollection"), 2),
+        "compilations": len(compilations),
     }
 
 
@@ -94,18 +102,6 @@ def _seconds(value: str) -> float:
         return 0.0
     h, mi, sec = m.groups()
     return int(h or 0) * 3600 + int(mi or 0) * 60 + float(sec or 0)
-
-
-def _jvm_totals(path: Path) -> dict[str, float]:
-    """Seconds the recording spent compiling (the JIT's threads, off the samples above) and in
-    garbage collection pauses, and how long it recorded."""
-    out = subprocess.run(["jfr", "print", "--json", "--events", "jdk.Compilation,jdk.GarbageCollection",
-                          str(path)], capture_output=True, text=True, check=True).stdout
-    events = json.loads(out)["recording"]["events"]
-    compile_s = sum(_seconds(e["values"]["duration"]) for e in events if e["type"] == "jdk.Compilation")
-    pauses_s = sum(_seconds(e["values"]["sumOfPauses"]) for e in events if e["type"] == "jdk.GarbageCollection")
-    return {"jit_compile_s": round(compile_s, 2), "gc_pause_s": round(pauses_s, 2),
-            "compilations": sum(1 for e in events if e["type"] == "jdk.Compilation")}
 
 
 def _thread_group(name: str) -> str:

@@ -49,7 +49,8 @@ def test_a_recorded_session_is_summed_by_what_spark_did(repo_root: Path, tmp_pat
     assert cats["executor tasks (all)"] > 20, s  # the jobs' tasks are most of what the JVM did
     cached = cats["  computing and caching persisted frames"]
     assert 0 < cats["    of it, writing the rows into cached columns"] <= cached <= cats["executor tasks (all)"], s
-    assert 0 < sum(s["threads"].values()) <= 100.0 + 1e-6, s
+    # each share is rounded to 0.1 %, so together they may pass 100 by half of that each
+    assert 0 < sum(s["threads"].values()) <= 100.0 + 0.05 * len(s["threads"]) + 1e-6, s
     assert "executor tasks" in s["threads"]
     page = markdown(s)
     assert page.startswith("## The driver JVM") and "caching&nbsp;persisted" not in page

@@ -30,6 +30,8 @@ from lockgate.errors import (
 from lockgate.nexmark import NexmarkConfig, generate
 from lockgate.server.generated import lockgate_controller_pb2 as pb
 from lockgate.server.generated import lockgate_controller_pb2_grpc as pb_grpc
+from lockgate.server.generated import lockgate_worker_pb2 as wpb
+from lockgate.server.generated import lockgate_worker_pb2_grpc as wpb_grpc
 
 EVENTS = 8000  # 4 cycle windows
 
@@ -362,9 +364,6 @@ def test_a_kept_worker_heartbeating_its_last_run_is_not_fenced_by_the_next(setup
     the next run's first task reaches it. That heartbeat is stale, not fenced: the worker
     must not be refused and exit (it did, intermittently, before). A generation the job
     never gave that worker is still refused."""
-    from lockgate.server.generated import lockgate_worker_pb2 as wpb
-    from lockgate.server.generated import lockgate_worker_pb2_grpc as wpb_grpc
-
     srv, root, controller, client = setup
     ref, out = srv.write_pipeline(root / "kept", "srv", EVENTS)
     client.start_run(ref, job="kept", first=srv.FIRST, last=srv.FIRST + 1)
