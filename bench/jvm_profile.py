@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 RECORDING = "lockgate-bench"
+#: the thread group of Py4J's request threads (PySpark's calls land there)
+PY4J_THREAD = "Py4J requests (the round's DataFrames, actions)"
 #: what a sample was doing, by the frames its stack holds (class or method name fragments)
 CATEGORIES: dict[str, tuple[str, ...]] = {
     "executor tasks (all)": ("Executor$TaskRunner.run",),
@@ -33,6 +35,7 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "  reading Parquet": ("ParquetFileFormat", "VectorizedParquetRecordReader"),
     "  shuffle writes and sorts": ("ShuffleWriter", "ExternalSorter", "UnsafeExternalSorter"),
     "driver: analysis (each DataFrame step)": ("Analyzer.execute", "CheckAnalysis"),
+    "  of it, resolving each read's data source (file index, Hadoop settings)": ("ResolveDataSource",),
     # the optimizer's and planner's frames are RuleExecutor's and QueryPlanner's: found by the
     # QueryExecution step that calls them
     "driver: optimizer": ("$anonfun$optimizedPlan", "QueryExecution.optimizedPlan"),
@@ -45,9 +48,31 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
 }
 
 
+#: what the thread that serves Python's Py4J calls was doing (the round's DataFrames are built
+#: there, one call after another: the plan phase's critical path), first match wins
+PY4J_PHASES: dict[str, tuple[str, ...]] = {
+    "resolving each read's data source": ("ResolveDataSource",),
+    "analysis (each DataFrame step)": ("Analyzer.execute", "CheckAnalysis", "QueryExecution.analyzed",
+                                       "$anonfun$lazyAnalyzed"),
+    "persist (caching a plan)": ("CacheManager.cacheQuery",),
+    "unpersist": ("CacheManager.uncacheQuery",),
+    "optimizer": ("$anonfun$optimizedPlan", "QueryExecution.optimizedPlan"),
+    "physical planning": ("$anonfun$sparkPlan", "$anonfun$executedPlan", "QueryExecution$.prepareForExecution"),
+    "Arrow results to Python": ("collectAsArrowToPython", "ArrowConverters"),
+    "schema as JSON for Python": ("StructType.json", "DataType.json"),
+    "parsing SQL text (selectExpr, DDL)": ("AbstractParser.parse", "AbstractSqlParser.parse"),
+    "starting the session": ("SparkSession.<init>", "SparkContext.<init>"),
+}
+#: frames JFR keeps per sample; its default, 64, cuts a deep stack's outer frames (the thread's
+#: root, where a task's or an API call's frames are), so categories found there were undercounted
+STACK_DEPTH = 512
+
+
 def jfr_options() -> str:
-    """The JVM option that starts the recording (profile settings: 20 ms samples)."""
-    return f"-XX:StartFlightRecording=name={RECORDING},settings=profile"
+    """The JVM options that start the recording (profile settings: 20 ms samples, stacks kept
+    to :data:`STACK_DEPTH` frames)."""
+    return (f"-XX:FlightRecorderOptions=stackdepth={STACK_DEPTH} "
+            f"-XX:StartFlightRecording=name={RECORDING},settings=profile")
 
 
 def dump(spark: Any, path: Path) -> bool:
@@ -65,9 +90,10 @@ def dump(spark: Any, path: Path) -> bool:
 def summary(path: Path) -> dict[str, Any]:
     """Shares of the recording's execution samples: per category (:data:`CATEGORIES`) and per
     thread group (executor tasks, Py4J's request threads, the Arrow server, the scheduler...);
-    with the seconds the JIT's threads spent compiling (off the samples) and the GC pauses.
-    The recording is read once."""
-    out = subprocess.run(["jfr", "print", "--stack-depth", "96", "--json", "--events",
+    with the seconds the JIT's threads spent compiling (off the samples) and the GC pauses;
+    the Py4J thread's samples by phase (:data:`PY4J_PHASES`); the share of samples whose stack
+    the recording cut short. The recording is read once."""
+    out = subprocess.run(["jfr", "print", "--stack-depth", str(STACK_DEPTH), "--json", "--events",
                           "jdk.ExecutionSample,jdk.Compilation,jdk.GarbageCollection", str(path)],
                          capture_output=True, text=True, check=True).stdout
     events = json.loads(out)["recording"]["events"]
@@ -75,19 +101,29 @@ def summary(path: Path) -> dict[str, Any]:
     compilations = [e for e in events if e["type"] == "jdk.Compilation"]
     hits: Counter[str] = Counter()
     threads: Counter[str] = Counter()
+    py4j: Counter[str] = Counter()
+    truncated = 0
     for e in samples:
         v = e["values"]
-        threads[_thread_group(v["sampledThread"].get("javaName") or v["sampledThread"].get("osName") or "?")] += 1
+        group = _thread_group(v["sampledThread"].get("javaName") or v["sampledThread"].get("osName") or "?")
+        threads[group] += 1
+        truncated += bool(v["stackTrace"].get("truncated"))
         names = [f"{f['method']['type']['name'].rsplit('/', 1)[-1]}.{f['method']['name']}"
                  for f in v["stackTrace"]["frames"]]
         for cat, marks in CATEGORIES.items():
             if any(m in n for n in names for m in marks):
                 hits[cat] += 1
+        if group == PY4J_THREAD:
+            py4j[next((phase for phase, marks in PY4J_PHASES.items()
+                       if any(m in n for n in names for m in marks)), "other")] += 1
     total = max(1, len(samples))
+    py4j_total = max(1, threads[PY4J_THREAD])
     return {
         "samples": len(samples),
+        "truncated_pct": round(100 * truncated / total, 1),
         "categories": {cat: round(100 * hits[cat] / total, 1) for cat in CATEGORIES},
         "threads": {t: round(100 * n / total, 1) for t, n in threads.most_common(8)},
+        "py4j_thread": {p: round(100 * py4j[p] / py4j_total, 1) for p in [*PY4J_PHASES, "other"]},
         "jit_compile_s": round(sum(_seconds(e["values"]["duration"]) for e in compilations), 2),
         "gc_pause_s": round(sum(_seconds(e["values"]["sumOfPauses"]) for e in events
                                 if e["type"] == "jdk.GarbageCollection"), 2),
@@ -108,7 +144,7 @@ def _thread_group(name: str) -> str:
     if name.startswith("Executor task"):
         return "executor tasks"
     if name.startswith("Thread-"):
-        return "Py4J requests (the round's DataFrames, actions)"
+        return PY4J_THREAD
     for prefix in ("serve-Arrow", "dag-scheduler", "spark-listener", "broadcast-exchange", "task-result-getter",
                    "dispatcher"):
         if name.startswith(prefix):
@@ -124,9 +160,13 @@ def markdown(s: dict[str, Any]) -> str:
               for cat, pct in s["categories"].items()]
     lines += ["", "| thread | share of samples |", "|---|---:|"]
     lines += [f"| {t} | {pct:.1f} % |" for t, pct in s["threads"].items()]
-    lines += ["", f"Off the samples: the JIT compiled {s['compilations']} methods in {s['jit_compile_s']:.1f} s of its "
+    lines += ["", "| the Py4J thread (the round's DataFrames are built there) was | share of its samples |",
+              "|---|---:|"]
+    lines += [f"| {p} | {pct:.1f} % |" for p, pct in s["py4j_thread"].items()]
+    lines += ["", f"{s['truncated_pct']:.1f} % of the samples' stacks were cut at {STACK_DEPTH} frames.",
+              "", f"Off the samples: the JIT compiled {s['compilations']} methods in {s['jit_compile_s']:.1f} s of its "
               f"threads' time; garbage collection paused the JVM for {s['gc_pause_s']:.1f} s."]
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["CATEGORIES", "dump", "jfr_options", "markdown", "summary"]
+__all__ = ["CATEGORIES", "PY4J_PHASES", "PY4J_THREAD", "STACK_DEPTH", "dump", "jfr_options", "markdown", "summary"]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.jvm_profile import CATEGORIES, jfr_options, markdown, summary
+from bench.jvm_profile import CATEGORIES, PY4J_PHASES, PY4J_THREAD, jfr_options, markdown, summary
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not (shutil.which("jfr") and shutil.which("jcmd")), reason="needs the JDK's jfr and jcmd")]
@@ -52,6 +52,14 @@ def test_a_recorded_session_is_summed_by_what_spark_did(repo_root: Path, tmp_pat
     # each share is rounded to 0.1 %, so together they may pass 100 by half of that each
     assert 0 < sum(s["threads"].values()) <= 100.0 + 0.05 * len(s["threads"]) + 1e-6, s
     assert "executor tasks" in s["threads"]
+    # the recording keeps whole stacks: JFR's default depth (64) cut 40 % of a W5 run's samples,
+    # losing the outer frames (a task's TaskRunner.run) that the categories look for
+    assert s["truncated_pct"] < 1, s
+    # the Py4J thread built the DataFrames: its samples by phase, each counted once
+    assert PY4J_THREAD in s["threads"], s
+    assert list(s["py4j_thread"]) == [*PY4J_PHASES, "other"]
+    assert 99.0 <= sum(s["py4j_thread"].values()) <= 100.0 + 0.05 * len(s["py4j_thread"]) + 1e-6, s
     page = markdown(s)
     assert page.startswith("## The driver JVM") and "caching&nbsp;persisted" not in page
     assert "| &nbsp;&nbsp;computing and caching persisted frames |" in page, page
+    assert "| the Py4J thread (the round's DataFrames are built there) was |" in page, page
