@@ -1,6 +1,6 @@
 """PlanTemplate: a DataFrame's analysed plan kept and run again on new inputs.
 
-Spark analyses every DataFrame step as it is built (a round of q9 builds about a hundred), so a
+Spark analyses every DataFrame step as it is built (a round of q9 makes 1,225 Py4J calls), so a
 round that builds its frames again pays that analysis again, though only its inputs changed: the
 window's files, the state's newest layer, the round's bounds. A template is built once from a
 function of its inputs and parameters, and :meth:`PlanTemplate.bind` gives the same plan over new
