@@ -25,6 +25,15 @@ from typing import Any
 RECORDING = "lockgate-bench"
 #: the thread group of Py4J's request threads (PySpark's calls land there)
 PY4J_THREAD = "Py4J requests (the round's DataFrames, actions)"
+# the frames each kind of driver work is found by, shared by the categories and the Py4J phases
+_ANALYSIS = ("Analyzer.execute", "CheckAnalysis")
+_RESOLVE_READ = ("ResolveDataSource",)
+# the optimizer's and planner's frames are RuleExecutor's and QueryPlanner's: found by the
+# QueryExecution step that calls them
+_OPTIMIZER = ("$anonfun$optimizedPlan", "QueryExecution.optimizedPlan")
+_PLANNING = ("$anonfun$sparkPlan", "$anonfun$executedPlan", "QueryExecution$.prepareForExecution")
+_PERSIST = ("CacheManager.cacheQuery",)
+_ARROW = ("collectAsArrowToPython", "ArrowConverters")
 #: what a sample was doing, by the frames its stack holds (class or method name fragments)
 CATEGORIES: dict[str, tuple[str, ...]] = {
     "executor tasks (all)": ("Executor$TaskRunner.run",),
@@ -34,15 +43,13 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "  deserialising tasks": ("ObjectInputStream",),
     "  reading Parquet": ("ParquetFileFormat", "VectorizedParquetRecordReader"),
     "  shuffle writes and sorts": ("ShuffleWriter", "ExternalSorter", "UnsafeExternalSorter"),
-    "driver: analysis (each DataFrame step)": ("Analyzer.execute", "CheckAnalysis"),
-    "  of it, resolving each read's data source (file index, Hadoop settings)": ("ResolveDataSource",),
-    # the optimizer's and planner's frames are RuleExecutor's and QueryPlanner's: found by the
-    # QueryExecution step that calls them
-    "driver: optimizer": ("$anonfun$optimizedPlan", "QueryExecution.optimizedPlan"),
-    "driver: physical planning": ("$anonfun$sparkPlan", "$anonfun$executedPlan", "QueryExecution$.prepareForExecution"),
+    "driver: analysis (each DataFrame step)": _ANALYSIS,
+    "  of it, resolving each read's data source (file index, Hadoop settings)": _RESOLVE_READ,
+    "driver: optimizer": _OPTIMIZER,
+    "driver: physical planning": _PLANNING,
     "driver: plan description for the listener": ("explainString", "SparkPlanInfo"),
-    "driver: persist (caching a plan)": ("CacheManager.cacheQuery",),
-    "driver: Arrow results to Python": ("collectAsArrowToPython", "ArrowConverters"),
+    "driver: persist (caching a plan)": _PERSIST,
+    "driver: Arrow results to Python": _ARROW,
     "driver: scheduler": ("DAGScheduler", "TaskSchedulerImpl", "TaskSetManager"),
     "driver: status listeners": ("AppStatusListener", "SQLAppStatusListener"),
 }
@@ -51,14 +58,13 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
 #: what the thread that serves Python's Py4J calls was doing (the round's DataFrames are built
 #: there, one call after another: the plan phase's critical path), first match wins
 PY4J_PHASES: dict[str, tuple[str, ...]] = {
-    "resolving each read's data source": ("ResolveDataSource",),
-    "analysis (each DataFrame step)": ("Analyzer.execute", "CheckAnalysis", "QueryExecution.analyzed",
-                                       "$anonfun$lazyAnalyzed"),
-    "persist (caching a plan)": ("CacheManager.cacheQuery",),
+    "resolving each read's data source": _RESOLVE_READ,
+    "analysis (each DataFrame step)": (*_ANALYSIS, "QueryExecution.analyzed", "$anonfun$lazyAnalyzed"),
+    "persist (caching a plan)": _PERSIST,
     "unpersist": ("CacheManager.uncacheQuery",),
-    "optimizer": ("$anonfun$optimizedPlan", "QueryExecution.optimizedPlan"),
-    "physical planning": ("$anonfun$sparkPlan", "$anonfun$executedPlan", "QueryExecution$.prepareForExecution"),
-    "Arrow results to Python": ("collectAsArrowToPython", "ArrowConverters"),
+    "optimizer": _OPTIMIZER,
+    "physical planning": _PLANNING,
+    "Arrow results to Python": _ARROW,
     "schema as JSON for Python": ("StructType.json", "DataType.json"),
     "parsing SQL text (selectExpr, DDL)": ("AbstractParser.parse", "AbstractSqlParser.parse"),
     "starting the session": ("SparkSession.<init>", "SparkContext.<init>"),

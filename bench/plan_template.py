@@ -81,6 +81,8 @@ def _pandas(f: dict[str, pd.DataFrame], low: int) -> pd.DataFrame:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
     from lockgate.runtime.plan_template import PlanTemplate
     from lockgate.runtime.session import get_spark, stop_spark
 
@@ -105,8 +107,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 if template is None:
                     template = PlanTemplate.build(
                         spark, lambda i, p: _steps(i["rows"], i["base"], i["delta"], p["low"]), inputs(), ["low"])
-                from pyspark.sql import functions as F
-
                 t = time.perf_counter()
                 built = _steps(*inputs().values(), F.lit(low))
                 t1 = time.perf_counter()

@@ -73,12 +73,16 @@ class PlanTemplate:
     spark: SparkSession
     #: the analysed plan (a Java object)
     plan: Any
-    #: every file read of the plan that reads an input: (the read's node, the input's name)
-    reads: list[tuple[Any, str]]
-    #: input name -> its schema as JSON
-    schemas: dict[str, str]
+    #: every file read of the plan that reads an input: the read's node, the input's name, and
+    #: the node's other fields (its columns, catalog table, streaming flag, stream), which a
+    #: bind keeps as they are
+    reads: list[tuple[Any, str, tuple[Any, ...]]]
+    #: input name -> its schema (a Java StructType)
+    schemas: dict[str, Any]
     #: parameter name -> its sentinel literal (a Java object)
     params: dict[str, Any]
+    #: the JVM's entry points a bind calls, looked up once
+    jvm: _Jvm
 
     @classmethod
     def build(
@@ -99,6 +103,7 @@ class PlanTemplate:
             for b in names[i + 1:]:
                 if relations[a].equals(relations[b]):
                     raise TemplateError(f"inputs {a!r} and {b!r} read the same files: pass one input and use it twice")
+        jvm = _Jvm.of(spark)
         sentinels = {p: FIRST_SENTINEL + i for i, p in enumerate(params)}
         frame = make(dict(inputs), {p: F.lit(v) for p, v in sentinels.items()})
         plan = frame._jdf.queryExecution().analyzed()
@@ -106,16 +111,16 @@ class PlanTemplate:
         for leaf in _leaves(plan):
             if _is_file_read(leaf):
                 rel = leaf.relation()
-                reads += [(leaf, name) for name, r in relations.items() if rel.equals(r)]
+                fields = (leaf.output(), leaf.catalogTable(), leaf.isStreaming(), leaf.stream())
+                reads += [(leaf, name, fields) for name, r in relations.items() if rel.equals(r)]
         for name in relations:
-            if all(n != name for _, n in reads):
+            if all(n != name for _, n, _ in reads):
                 raise TemplateError(f"input {name!r} is not read by the template's plan")
-        literals = {p: _long(spark, v) for p, v in sentinels.items()}
-        to_scala = spark._jvm.org.apache.spark.api.python.PythonUtils.toScalaMap
+        literals = {p: jvm.long(v) for p, v in sentinels.items()}
         for p, sentinel in literals.items():  # a parameter whose sentinel no expression holds
-            if plan.transformAllExpressions(to_scala({sentinel: _long(spark, 0)})).equals(plan):
+            if plan.transformAllExpressions(jvm.to_scala({sentinel: jvm.long(0)})).equals(plan):
                 raise TemplateError(f"parameter {p!r} is not in the template's plan (use the column it was given)")
-        return cls(spark, plan, reads, {n: relations[n].schema().json() for n in relations}, literals)
+        return cls(spark, plan, reads, {n: relations[n].schema() for n in relations}, literals, jvm)
 
     def bind(self, inputs: dict[str, DataFrame], params: dict[str, int]) -> DataFrame:
         """The template's plan over new ``inputs`` (file reads of the same schemas) and ``params``
@@ -127,28 +132,38 @@ class PlanTemplate:
         relations = {}
         for name, df in inputs.items():
             rel = relations[name] = _relation_of(df, name)
-            if rel.schema().json() != self.schemas[name]:
+            if not rel.schema().equals(self.schemas[name]):
                 raise TemplateError(f"input {name!r} has another schema than the template was built with: "
                                     f"{df.schema.simpleString()}")
-        swap = {leaf: leaf.copy(relations[name], leaf.output(), leaf.catalogTable(), leaf.isStreaming(), leaf.stream())
-                for leaf, name in self.reads}
-        values = {self.params[p]: _long(self.spark, v) for p, v in params.items()}
-        jvm = self.spark._jvm
-        to_scala = jvm.org.apache.spark.api.python.PythonUtils.toScalaMap
-        plan = self.plan.transformUp(to_scala(swap))
-        if values:
-            plan = plan.transformAllExpressions(to_scala(values))
+        jvm = self.jvm
+        swap = {leaf: leaf.copy(relations[name], *fields) for leaf, name, fields in self.reads}
+        plan = self.plan.transformUp(jvm.to_scala(swap))
+        if params:
+            plan = plan.transformAllExpressions(jvm.to_scala({self.params[p]: jvm.long(v) for p, v in params.items()}))
         # the new nodes are copies of analysed ones (same columns, same types): marked analysed,
         # the analyzer returns the plan as it is instead of running its rules over it again
         plan.setAnalyzed()
-        return DataFrame(jvm.org.apache.spark.sql.classic.Dataset.ofRows(self.spark._jsparkSession, plan), self.spark)
+        return DataFrame(jvm.of_rows(self.spark._jsparkSession, plan), self.spark)
 
 
-def _long(spark: SparkSession, value: int) -> Any:
-    """A Catalyst literal of ``value`` typed BIGINT (Py4J would send a small int as a Java
-    Integer, an INT literal: another type than the sentinel's)."""
-    literal = getattr(getattr(spark._jvm.org.apache.spark.sql.catalyst.expressions, "Literal$"), "MODULE$")
-    return literal.fromSQL(f"{int(value)}L")
+@dataclass(frozen=True)
+class _Jvm:
+    """The driver JVM's entry points a template calls (each Py4J attribute walk is round trips)."""
 
+    literal: Any
+    to_scala: Any
+    of_rows: Any
+
+    @classmethod
+    def of(cls, spark: SparkSession) -> _Jvm:
+        jvm = spark._jvm
+        return cls(getattr(getattr(jvm.org.apache.spark.sql.catalyst.expressions, "Literal$"), "MODULE$"),
+                   jvm.org.apache.spark.api.python.PythonUtils.toScalaMap,
+                   jvm.org.apache.spark.sql.classic.Dataset.ofRows)
+
+    def long(self, value: int) -> Any:
+        """A Catalyst literal of ``value`` typed BIGINT (Py4J would send a small int as a Java
+        Integer, an INT literal: another type than the sentinel's)."""
+        return self.literal.fromSQL(f"{int(value)}L")
 
 __all__ = ["FIRST_SENTINEL", "PlanTemplate", "TemplateError", "supported"]
