@@ -11,6 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from .key_bounds import KeyBound
 from .layered_state import LayeredState, StateDelta
+from .plan_template import TemplateError
 
 
 @dataclass
@@ -20,6 +21,9 @@ class CycleContext:
     the round writes), and the DataFrames to unpersist when the round ends.
 
     ``analysis=True`` is the compile-time mode: inputs are empty and nothing is cached.
+    ``template=True`` builds a round's plan template (:mod:`lockgate.runtime.round_template`):
+    the bounds are sentinels, and the frames to hold are listed in ``cached`` but not persisted
+    (a template round persists its bound copies).
     """
 
     spark: SparkSession
@@ -45,6 +49,7 @@ class CycleContext:
     invalid: dict[str, int] = field(default_factory=dict)
     #: vertex id -> bounds of the key values its output carries this round (:mod:`.key_bounds`)
     key_bounds: dict[str, list[KeyBound]] = field(default_factory=dict)
+    template: bool = False
 
     def iteration_folder(self, operator: str) -> str:
         """Where ``operator``'s iteration cycle keeps this window's supersteps."""
@@ -65,6 +70,9 @@ class CycleContext:
         """Persist ``df`` for the rest of the round when it feeds more than one action."""
         if self.analysis:
             return df
+        if self.template:
+            self.cached.append(df)
+            return df
         df = df.persist(StorageLevel.MEMORY_AND_DISK)
         self.cached.append(df)
         return df
@@ -75,6 +83,8 @@ class CycleContext:
         an operator that reads its input several times does not multiply that plan."""
         if self.analysis:
             return df
+        if self.template:
+            raise TemplateError("a round that computes a frame while it is built (localCheckpoint) has no template")
         return df.localCheckpoint(eager=True)
 
     def release(self) -> None:

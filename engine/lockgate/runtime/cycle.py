@@ -29,7 +29,9 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from py4j.protocol import Py4JJavaError
 from pyspark import StorageLevel
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
@@ -46,7 +48,9 @@ from ..checkpoint.layers import (
 )
 from ..checkpoint.snapshots import SnapshotStore
 from ..errors import CompileError, InvalidArgumentError, InvalidRecordsError
+from ..logs import get_logger, log_event
 from ..plan.compile import CompiledPlan
+from . import round_template
 from .analysis import struct_of
 from .availability import slice_column
 from .catchup import TAG, Span, one_pass, slices_by_arrival, tagged_head, translate_span
@@ -56,12 +60,15 @@ from .context import CycleContext
 from .invalid import CORRUPT, FLAG, clean, describe, every_column, header_mismatch, rule_of, timeless
 from .layered_state import LayeredState, StateDelta
 from .one_job import collect_together, packable
+from .plan_template import TemplateError, supported
 from .results import CycleResult, RestorePoint, late_sink_config
 from .settings import count_setting, within
 from .sinks import PARQUET_OPTIONS, driver_stageable, driver_writable, stage_sink, stage_table
-from .sources import SourceSpan, read_slice, read_span
+from .sources import SourceSlice, SourceSpan, read_slice, read_span
 from .translate import translate
 from .walk import OperatorStep, walk_cycles
+
+_log = get_logger(__name__)
 
 #: in-memory delta layers a catch-up group stacks on a state table before folding them into one
 MEMORY_LAYERS = 16
@@ -191,6 +198,10 @@ class CycleRunner:
         self._restore: RestorePoint | None = None
         #: the session's spark.sql.execution.arrow.useLargeVarTypes (read at the first collect of tails)
         self._large_var_types: bool | None = None
+        #: rounds are bound from templates kept per shape (:mod:`.round_template`)
+        self._templates_on = self._templatable()
+        #: a round's shape -> its template (None: that shape cannot be kept)
+        self._round_templates: dict[tuple[Any, ...], round_template.RoundTemplate | None] = {}
 
     def _layer_estimate(self, table: str, write: TableWrite) -> int | None:
         """Rows the layer about to be written may hold; None when unknown (then Spark writes it)."""
@@ -371,19 +382,25 @@ class CycleRunner:
         ts = pc.cast(table[cfg["event_time"]], pa.int64())
         return table.num_rows, int(pc.sum(pc.less(ts, watermark_us)).as_py() or 0)
 
+    def _slice(self, ctx: CycleContext, head: OperatorStep) -> SourceSlice:
+        """The window's slice of source ``head``, as read for one round."""
+        v = head.vertex
+        return read_slice(self.spark, v.config["source"], self._schemas[v.id], ctx.start_us, ctx.end_us,
+                          self._position_before(v.id, ctx.window))
+
     def _read_head(
-        self, ctx: CycleContext, head: OperatorStep, round_: _Round, span: SourceSpan | None = None
+        self, ctx: CycleContext, head: OperatorStep, round_: _Round, span: SourceSpan | None = None,
+        piece: SourceSlice | None = None,
     ) -> None:
         """Read the window's slice of source ``head`` (from ``span`` when a catch-up group
-        read it, which then counts its rows): drop (or set aside for the late sink) the
-        records below the watermark, and count rows without an extra Spark job."""
+        read it, which then counts its rows; ``piece``: already read): drop (or set aside for
+        the late sink) the records below the watermark, and count rows without an extra Spark job."""
         v = head.vertex
         cfg = v.config["source"]
         if span is not None:
             piece = span.slice(ctx.start_us, ctx.end_us)
-        else:
-            piece = read_slice(self.spark, cfg, self._schemas[v.id], ctx.start_us, ctx.end_us,
-                               self._position_before(v.id, ctx.window))
+        elif piece is None:
+            piece = self._slice(ctx, head)
         round_.positions[v.id] = piece.position
         if piece.invalid:
             round_.invalid[v.id] = piece.invalid
@@ -395,6 +412,8 @@ class CycleRunner:
         flagged = FLAG in df.columns
         if piece.table is not None or piece.empty:
             round_.counts[v.id] = self._count_on_driver(piece.table, cfg, ctx.prev_watermark_us, by_arrival)
+        elif piece.rows is not None and not by_arrival and not flagged:
+            round_.counts[v.id] = (piece.rows, 0)  # the footers counted them: no metrics in the plan
         elif span is not None:
             pass  # counted for the whole group by _span_counts
         else:
@@ -428,11 +447,12 @@ class CycleRunner:
         return r.positions.get(source) if r is not None and r.window == window - 1 else None
 
     def _walk(
-        self, ctx: CycleContext, round_: _Round, spans: dict[str, SourceSpan] | None = None
+        self, ctx: CycleContext, round_: _Round, spans: dict[str, SourceSpan] | None = None,
+        pieces: dict[str, SourceSlice] | None = None,
     ) -> tuple[list[tuple[str, DataFrame, dict[str, Any]]], list[str], float, float]:
-        """Build one window's DataFrames along the ExecutionGraph: returns its sinks' output
-        ``(name, frame, sink)``, the state tables its tails produced, and the seconds spent
-        reading and planning."""
+        """Build one window's DataFrames along the ExecutionGraph (``pieces``: the sources' slices,
+        already read): returns its sinks' output ``(name, frame, sink)``, the state tables its tails
+        produced, and the seconds spent reading and planning."""
         g = self.plan.graph
         ran: list[str] = []
         read_s = plan_s = 0.0
@@ -441,7 +461,8 @@ class CycleRunner:
         for walk in self._walks:
             t = time.perf_counter()
             for head in walk.heads:  # the cycle's head: read the window's slices
-                self._read_head(ctx, head, round_, None if spans is None else spans[head.vertex.id])
+                self._read_head(ctx, head, round_, None if spans is None else spans[head.vertex.id],
+                                None if pieces is None else pieces[head.vertex.id])
             read_s += time.perf_counter() - t
             t = time.perf_counter()
             frames = round_.frames
@@ -463,6 +484,105 @@ class CycleRunner:
             stray = ", ".join(sorted(set(ctx.state_out) - set(state_tables)))
             raise CompileError(f"state {stray} was produced by no tail of the execution graph's cycles")
         return sinks, state_tables, read_s, plan_s
+
+    def _templatable(self) -> bool:
+        """Whether this runner's rounds may be kept as templates (:mod:`.round_template`)."""
+        if not round_template.enabled() or not supported(self.spark):
+            return False
+        for v in self.plan.graph.vertices.values():
+            if v.op in round_template.UNTEMPLATED or (v.op == "running_aggregate" and v.config.get("over_updates")):
+                return False
+        return not any(op.iteration is not None for walk in self._walks for op in walk.operators)
+
+    @staticmethod
+    def _piece_shape(head: OperatorStep, piece: SourceSlice) -> str | None:
+        """How a source's slice enters a round template: no records, a read of Parquet files that
+        hold exactly the window's records (counted by their footers), or rows made on the driver
+        (the generator, a database); None: it cannot."""
+        cfg = head.vertex.config["source"]
+        if piece.empty:
+            return "empty"
+        if slices_by_arrival(cfg):
+            return None  # its late records are counted by an observation and may go to a late sink
+        if (cfg["kind"] == "file" and cfg.get("format") == "parquet" and piece.raw is not None
+                and piece.df is piece.raw and piece.rows is not None):
+            return "files"
+        if piece.table is not None and not piece.invalid:
+            return "rows"
+        return None
+
+    def _template_inputs(
+        self, pieces: dict[str, SourceSlice], state: dict[str, LayeredState]
+    ) -> dict[str, DataFrame]:
+        """A round's file reads, by the names its template gives them."""
+        inputs = {f"source:{vid}": piece.df if piece.raw is None else piece.raw
+                  for vid, piece in pieces.items() if not piece.empty}
+        for table, layers in state.items():
+            inputs.update({f"state:{table}:{name}": df for name, df in layers.reads().items()})
+        return inputs  # type: ignore[return-value]
+
+    def _keep_round(
+        self, ctx: CycleContext, pieces: dict[str, SourceSlice], state: dict[str, LayeredState]
+    ) -> round_template.RoundTemplate | None:
+        """The round of ``ctx`` built with sentinel bounds and kept as a template; None (logged
+        once per shape) when it cannot be kept."""
+        sentinels = round_template.parameters([t for t, s in state.items() if s.horizon is not None])
+        built_ctx = CycleContext(
+            self.spark, ctx.window, sentinels["start_us"], sentinels["end_us"],
+            prev_watermark_us=sentinels["prev_watermark_us"], watermark_us=sentinels["watermark_us"],
+            parallelism=ctx.parallelism, template=True,
+            state_in={t: s.with_horizon_value(sentinels[f"horizon:{t}"]) if s.horizon is not None else s
+                      for t, s in state.items()},
+        )
+        built_round = _Round()
+        try:
+            sinks, tables, _read_s, _plan_s = self._walk(built_ctx, built_round, pieces=pieces)
+            if built_round.observations or built_round.late_frames:
+                raise TemplateError("a round that observes metrics or sets late records aside has no template")
+            built = round_template.RoundFrames(sinks, dict(built_ctx.state_out), tables, list(built_ctx.cached))
+            return round_template.RoundTemplate.of_round(
+                self.spark, built, self._template_inputs(pieces, state), sentinels, self.run_order)
+        except (TemplateError, AnalysisException, Py4JJavaError) as exc:
+            log_event(_log, "round_template_refused", job=self.job, window=ctx.window,
+                      reason=str(exc).splitlines()[0][:300])
+            return None
+
+    def _bound_round(
+        self, ctx: CycleContext, round_: _Round, pieces: dict[str, SourceSlice]
+    ) -> tuple[list[tuple[str, DataFrame, dict[str, Any]]], list[str]] | None:
+        """The round's frames bound from the template of its shape (built now if it is the first
+        of that shape); None when its round cannot be kept (then it is built step by step)."""
+        shapes = []
+        for walk in self._walks:
+            for head in walk.heads:
+                shape = self._piece_shape(head, pieces[head.vertex.id])
+                if shape is None:
+                    return None
+                shapes.append((head.vertex.id, shape))
+        state = {t: s for t, s in sorted(ctx.state_in.items()) if not s.empty}
+        key = (tuple(shapes), tuple((t, s.shape()) for t, s in state.items()))
+        if key not in self._round_templates:
+            self._round_templates[key] = self._keep_round(ctx, pieces, state)
+        template = self._round_templates[key]
+        if template is None:
+            return None
+        values = {b: getattr(ctx, b) for b in round_template.BOUNDS}
+        values.update({f"horizon:{t}": s.horizon[1] for t, s in state.items() if s.horizon is not None})
+        try:
+            built = template.bind(self._template_inputs(pieces, state), values, ctx.cache)
+        except TemplateError:
+            return None  # e.g. rows too many for a LocalRelation this round: built step by step
+        ctx.state_out.update(built.state_out)
+        for vid, piece in pieces.items():
+            round_.positions[vid] = piece.position
+            if piece.raw is not None:
+                round_.raw[vid] = piece.raw
+            if piece.table is not None or piece.empty:
+                round_.counts[vid] = (0 if piece.table is None else piece.table.num_rows, 0)
+            else:
+                round_.counts[vid] = (int(piece.rows or 0), 0)
+        self.run_order = list(template.run_order)
+        return built.sinks, built.state_tables
 
     def _context(self, window: int, state_in: dict[str, LayeredState]) -> CycleContext:
         g = self.plan.graph
@@ -510,7 +630,21 @@ class CycleRunner:
         ctx = self._context(window, state_in)
         round_ = _Round()
         try:
-            sinks, state_tables, read_s, plan_s = self._walk(ctx, round_)
+            bound = pieces = None
+            read_s = plan_s = 0.0
+            if self._templates_on:
+                t1 = time.perf_counter()
+                pieces = {head.vertex.id: self._slice(ctx, head) for walk in self._walks for head in walk.heads}
+                read_s = time.perf_counter() - t1
+                bound = self._bound_round(ctx, round_, pieces)
+                plan_s = time.perf_counter() - t1 - read_s
+            if bound is not None:
+                sinks, state_tables = bound
+                timings["template_bind"] = plan_s  # present only when the round was bound from its template
+            else:
+                sinks, state_tables, walk_read_s, walk_plan_s = self._walk(ctx, round_, pieces=pieces)
+                read_s += walk_read_s
+                plan_s += walk_plan_s
             timings["read"] = timings["state_load"] + read_s  # from the round's start, as it always was
             timings["plan"] = plan_s
             if ctx.supersteps:  # the iteration cycles' supersteps (part of plan: they run as it walks)

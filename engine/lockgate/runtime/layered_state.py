@@ -17,6 +17,7 @@ the table's horizon are gone in every layer.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -27,6 +28,10 @@ from pyspark.sql.types import BooleanType, StructField, StructType
 #: the tombstone flag of a delta's rows (true: the identity was removed)
 DELETED = "__lg_del"
 _RANK = "__lg_rank"
+#: a snapshot folder's name: ``w=<cycle window, 10 digits>-a<attempt>``
+_SNAPSHOT_FOLDER = re.compile(r"^w=(\d{10})-a\d+$")
+#: the rank of the first in-memory layer above deltas ranked by their cycle window
+_WINDOW_RANKED = 2**62
 
 
 @dataclass
@@ -128,6 +133,15 @@ class LayeredState:
     def empty(self) -> bool:
         return not self.layers and not self._extra
 
+    def with_horizon_value(self, value: int) -> LayeredState:
+        """These layers with the horizon's bound replaced by ``value`` (a round template builds its
+        state with a sentinel there)."""
+        if self.horizon is None:
+            return self
+        out = LayeredState(self.spark, self.schema, self.layers, (self.horizon[0], value), self.rows)
+        out._extra = list(self._extra)
+        return out
+
     @property
     def in_memory(self) -> int:
         """Layers held in memory on top of the files (a catch-up group's deltas)."""
@@ -168,39 +182,87 @@ class LayeredState:
         deletes = layer.filter(F.col(DELETED)).select(*identity) if identity else None
         return StateDelta(upserts, identity, deletes, self.horizon)
 
-    def _file_frames(self) -> list[DataFrame]:
-        """The layer files as frames carrying their rank (0: oldest): the base read alone and
-        every delta in one read, each row ranked by the folder its file is in. One read of the
-        deltas keeps a round's plan (and the time Spark spends analysing it) the same size
-        however long the chain is."""
-        with_flag = StructType([*self.schema.fields, StructField(DELETED, BooleanType(), True)])
-        deltas = [uri for uri, is_delta in self.layers if is_delta]
+    def _windows(self) -> list[int] | None:
+        """The cycle window of each delta's snapshot folder (``w=<window>-a<attempt>``), when
+        every delta has one and they rise along the chain; None otherwise."""
+        out = []
+        for uri, is_delta in self.layers:
+            if is_delta:
+                m = _SNAPSHOT_FOLDER.match(_folder_key(uri).split("/")[0])
+                if m is None or (out and int(m.group(1)) <= out[-1]):
+                    return None
+                out.append(int(m.group(1)))
+        return out
+
+    def _one_delta_read(self) -> bool:
+        """Whether the deltas are read in one read: two or more of them, after at most one base."""
         kinds = [is_delta for _, is_delta in self.layers]
-        if len(deltas) < 2 or kinds.count(False) > 1 or kinds != sorted(kinds):
+        return kinds.count(True) >= 2 and kinds.count(False) <= 1 and kinds == sorted(kinds)
+
+    def reads(self) -> dict[str, DataFrame]:
+        """The plain file reads the layers' frames are built on, by name (``base``, ``deltas`` or
+        ``layer<i>``): what a round's plan template swaps for each round's layers."""
+        with_flag = StructType([*self.schema.fields, StructField(DELETED, BooleanType(), True)])
+        if not self._one_delta_read():
+            return {f"layer{i}": self.spark.read.schema(with_flag if is_delta else self.schema).parquet(uri)
+                    for i, (uri, is_delta) in enumerate(self.layers)}
+        out = {}
+        if not self.layers[0][1]:
+            out["base"] = self.spark.read.schema(self.schema).parquet(self.layers[0][0])
+        out["deltas"] = self.spark.read.schema(with_flag).parquet(*[uri for uri, d in self.layers if d])
+        return out
+
+    def shape(self) -> tuple[object, ...]:
+        """What the layers' frames are made of, apart from the files' names and the horizon's
+        value: layers with the same shape give the same plan over other reads."""
+        in_memory = len(self._extra)
+        if not self._one_delta_read():
+            return ("layers", tuple(d for _, d in self.layers), self.horizon is None, in_memory)
+        return ("deltas", not self.layers[0][1], self._windows() is not None, self.horizon is None, in_memory)
+
+    def _extra_rank(self, i: int) -> Column:
+        """The rank of the ``i``-th in-memory layer: above every file layer's."""
+        return F.lit((_WINDOW_RANKED + i) if self._one_delta_read() and self._windows() is not None
+                     else len(self.layers) + i)
+
+    def _file_frames(self) -> list[DataFrame]:
+        """The layer files as frames carrying their rank (newer layers rank higher): the base read
+        alone and every delta in one read, each row ranked by the folder its file is in (by the
+        folder's cycle window, when the folders are named by rising windows, which keeps the
+        round's plan the same from one round to the next). One read of the deltas keeps a round's
+        plan (and the time Spark spends analysing it) the same size however long the chain is."""
+        reads = self.reads()
+        if not self._one_delta_read():
             frames = []
-            for rank, (uri, is_delta) in enumerate(self.layers):
-                if is_delta:
-                    df = self.spark.read.schema(with_flag).parquet(uri)
-                else:
-                    df = self.spark.read.schema(self.schema).parquet(uri).withColumn(DELETED, F.lit(False))
+            for rank, (_uri, is_delta) in enumerate(self.layers):
+                df = reads[f"layer{rank}"]
+                if not is_delta:
+                    df = df.withColumn(DELETED, F.lit(False))
                 frames.append(df.withColumn(_RANK, F.lit(rank)))
             return frames
         frames = []
+        deltas = [uri for uri, is_delta in self.layers if is_delta]
+        windows = self._windows()
         first = len(self.layers) - len(deltas)  # 1 with a base, 0 without
         if first:
-            base = self.spark.read.schema(self.schema).parquet(self.layers[0][0]).withColumn(DELETED, F.lit(False))
-            frames.append(base.withColumn(_RANK, F.lit(0)))
-        ranks = F.create_map(*[x for i, uri in enumerate(deltas) for x in (F.lit(_folder_key(uri)), F.lit(first + i))])
+            frames.append(reads["base"].withColumn(DELETED, F.lit(False)).withColumn(
+                _RANK, F.lit(-1 if windows is not None else 0)))
         path = F.col("_metadata.file_path")
+        folder = _folder_of_file(path)
+        if windows is not None:
+            rank = F.substring(F.substring_index(folder, "/", 1), 3, 10).try_cast("long")
+        else:
+            rank = F.element_at(F.create_map(*[x for i, uri in enumerate(deltas)
+                                              for x in (F.lit(_folder_key(uri)), F.lit(first + i))]), folder)
         # coalesce evaluates the rank once per row (a when/otherwise on it evaluated it twice)
-        checked = F.coalesce(F.element_at(ranks, _folder_of_file(path)), F.raise_error(F.concat(
-            F.lit("a state file outside the layers of its chain: "), path)))
-        frames.append(self.spark.read.schema(with_flag).parquet(*deltas).withColumn(_RANK, checked))
+        checked = F.coalesce(rank, F.raise_error(F.concat(F.lit("a state file outside the layers of its chain: "),
+                                                          path)))
+        frames.append(reads["deltas"].withColumn(_RANK, checked))
         return frames
 
     def _frames(self, where: Column | None, keys: DataFrame | None, on: list[str]) -> list[DataFrame]:
         frames = self._file_frames()
-        frames += [df.withColumn(_RANK, F.lit(len(self.layers) + i)) for i, df in enumerate(self._extra)]
+        frames += [df.withColumn(_RANK, self._extra_rank(i)) for i, df in enumerate(self._extra)]
         out = []
         right = _broadcast_keys(keys, on) if keys is not None and on else None
         for df in frames:

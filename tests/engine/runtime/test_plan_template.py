@@ -66,7 +66,7 @@ def test_a_template_bound_to_each_rounds_files_and_bounds_equals_pandas(spark, t
     template = PlanTemplate.build(spark, _merge, {"rows": reads(rows_dir, SCHEMA), "state": reads(state_dir, STATE)},
                                   ["low", "as_of"])
     # every read of the window is rebound: its rows, its keys and its files (a self-join's copy)
-    assert sorted(name for _, name, _ in template.reads) == ["rows", "rows", "rows", "state"]
+    assert sorted(name for _, name, _ in template.reads[0]) == ["rows", "rows", "rows", "state"]
     for i, (rows, state, rows_dir, state_dir) in enumerate(rounds):
         low, as_of = 100 * i, 1_767_225_600_000_000 + i  # a small bound (an INT in Py4J) and a timestamp
         bound = template.bind({"rows": reads(rows_dir, SCHEMA), "state": reads(state_dir, STATE)},

@@ -1,0 +1,145 @@
+"""Rounds bound from their templates (:mod:`lockgate.runtime.round_template`) give what pandas
+gives over the same records, round after round, as the state's layers grow from nothing to a
+base and a chain of deltas; a round whose shape cannot be kept (a window without files) is
+built step by step, and the next rounds are bound again. With ``LOCKGATE_ROUND_TEMPLATES=0``
+no round is bound and the output is the same.
+
+Rounds run one window each (``LOCKGATE_CATCHUP=off``): a catch-up group builds its windows in
+one pass and keeps no template.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import lockgate as lg
+
+if str(Path(__file__).resolve().parent) not in sys.path:  # reference.py, beside this file
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+from reference import CYCLE_US, T0_ISO, W0, aggregate, assert_same_rows, nexmark_events, read_sink, tumbling
+
+WINDOWS = 9
+#: a window with no file: its round cannot be bound (no read to swap), it is built step by step
+GAP = W0 + 5
+SOURCE = {"events_per_second": 60, "seed": 3}
+
+
+def files_pipeline() -> lg.Pipeline:
+    p = lg.Pipeline("templated", cycle_window=timedelta(seconds=10), parallelism=2)
+    src = p.source(lg.FileSource(os.environ["LG_TEST_TEMPLATE_ROOT"], format="parquet", event_time="ts"),
+                   name="records")
+    src.key_by("k").aggregate(name="totals", n=lg.count(), total=lg.sum("v"), hi=lg.max("v")).sink(
+        lg.CollectSink("totals"), name="totals_out")
+    src.key_by("k").window(lg.Tumbling(timedelta(seconds=20))).aggregate(name="per_window", n=lg.count(),
+                                                                        total=lg.sum("v")).sink(
+        lg.CollectSink("per_window"), name="per_window_out")
+    return p
+
+
+def nexmark_pipeline() -> lg.Pipeline:
+    p = lg.Pipeline("templated_rows", cycle_window=timedelta(seconds=10), parallelism=2)
+    bids = p.source(lg.NexmarkSource("bid", start=T0_ISO, **SOURCE), name="bids")
+    bids.key_by("auction").aggregate(name="per_auction", n=lg.count(), hi=lg.max("price")).sink(
+        lg.CollectSink("per_auction"), name="per_auction_out")
+    return p
+
+
+def _records(root: Path) -> pd.DataFrame:
+    """One Parquet file per window (each holds exactly its window's records), none for GAP."""
+    rng = np.random.default_rng(7)
+    parts = []
+    for w in range(W0, W0 + WINDOWS):
+        if w == GAP:
+            continue
+        n = 40 + 10 * (w - W0)
+        ts = w * CYCLE_US + np.sort(rng.integers(0, CYCLE_US, n))
+        part = pd.DataFrame({"k": [f"k{x}" for x in rng.integers(0, 25, n)], "v": rng.integers(0, 1000, n),
+                             "ts_us": ts})
+        table = pa.table({"k": part["k"], "v": pa.array(part["v"], pa.int64()),
+                          "ts": pa.array(part["ts_us"], pa.timestamp("us", tz="UTC"))})
+        pq.write_table(table, root / f"w{w}.parquet")
+        parts.append(part.assign(cycle=w))
+    return pd.concat(parts, ignore_index=True)
+
+
+def _run(path: str, job: str, home: Path, last: int) -> lg.Client:
+    client = lg.connect("embedded", home=str(home))
+    run = client.run(path, first=W0, last=last)
+    assert run.state == "FINISHED", run
+    return client
+
+
+def _bound(client, job: str) -> dict[int, bool]:
+    """Per window: whether its round was bound from a template."""
+    return {c.window: "template_bind" in c.timings for c in client.list_cycles(job, limit=100).cycles}
+
+
+def _running_reference(records: pd.DataFrame, key: str, spec: dict, last: int) -> pd.DataFrame:
+    parts = []
+    for w in range(W0, last + 1):
+        touched = set(records.loc[records["cycle"] == w, key])
+        totals = aggregate(records[records["cycle"] <= w], [key], spec)
+        parts.append(totals[totals[key].isin(touched)].assign(lg_window=w))
+    return pd.concat(parts, ignore_index=True)
+
+
+@pytest.fixture
+def one_window_rounds(monkeypatch, tmp_path):
+    monkeypatch.setenv("LOCKGATE_CATCHUP", "off")
+    monkeypatch.setenv("LOCKGATE_STATE_MAX_DELTAS", "4")  # a fold in the middle: base, then deltas again
+    root = tmp_path / "files"
+    root.mkdir()
+    monkeypatch.setenv("LG_TEST_TEMPLATE_ROOT", str(root))
+    return _records(root)
+
+
+@pytest.mark.parametrize("templates", ["1", "0"])
+def test_bound_rounds_equal_pandas_as_the_state_grows(spark, tmp_path, monkeypatch, one_window_rounds, templates):
+    monkeypatch.setenv("LOCKGATE_ROUND_TEMPLATES", templates)
+    records = one_window_rounds
+    last = W0 + WINDOWS - 1
+    client = _run(f"{__file__}:files_pipeline", "templated", tmp_path / "home", last)
+    try:
+        bound = _bound(client, "templated")
+        assert sorted(bound) == list(range(W0, last + 1))
+        if templates == "1":
+            assert not bound[GAP], "a window with no file has no read to bind"
+            assert all(bound[w] for w in bound if w != GAP), bound
+        else:
+            assert not any(bound.values())
+
+        spec = {"n": ("count", None), "total": ("sum", "v"), "hi": ("max", "v")}
+        expected = _running_reference(records, "k", spec, last)
+        totals = read_sink(client, "templated", "totals")
+        assert_same_rows(totals, expected, ["k", "lg_window"], what="running totals")
+
+        windows = tumbling(records, 20 * 1_000_000)
+        closed = aggregate(windows, ["k", "window_start", "window_end"], {"n": ("count", None), "total": ("sum", "v")})
+        closed = closed[closed["window_end"] <= (last + 1) * CYCLE_US]
+        per_window = read_sink(client, "templated", "per_window")
+        assert_same_rows(per_window, closed, ["k", "window_start"], what="tumbling windows")
+    finally:
+        client.close()
+
+
+def test_rows_made_on_the_driver_are_bound_too(spark, tmp_path, monkeypatch):
+    monkeypatch.setenv("LOCKGATE_CATCHUP", "off")
+    last = W0 + 4
+    client = _run(f"{__file__}:nexmark_pipeline", "templated_rows", tmp_path / "home", last)
+    try:
+        assert all(_bound(client, "templated_rows").values())
+        bids = nexmark_events("bid", W0, last, **SOURCE)
+        expected = _running_reference(bids, "auction", {"n": ("count", None), "hi": ("max", "price")}, last)
+        result = read_sink(client, "templated_rows", "per_auction")
+        assert_same_rows(result, expected, ["auction", "lg_window"], what="running aggregate of generated bids")
+    finally:
+        client.close()
