@@ -92,7 +92,7 @@ LG_PHASES = ("read", "plan", "write", "commit", "checkpoint", "other")
 #: parts of those phases, shown beside them and not summed: snapshot and stage make up
 #: write; snapshot_io is the part of snapshot that persists state (the rest computes the
 #: round); state_load (checking and opening the last snapshot) is part of read
-LG_DETAIL = ("snapshot", "stage", "snapshot_io", "state_load")
+LG_DETAIL = ("snapshot", "stage", "snapshot_io", "state_load", "template_bind")
 
 #: the issue's targets (reported, never tuned to)
 TARGETS = {

@@ -297,7 +297,8 @@ def markdown(doc: dict[str, Any], summ: dict[str, Any]) -> str:
         "",
         f"## Where a cycle's time goes ({finest} cycles, ms per cycle, median)",
         "",
-        "Lockgate: read (list files, footers, reader), plan (build the DataFrames), write (the state "
+        "Lockgate: read (list files, footers, reader), plan (build the DataFrames; template_bind is plan when "
+        "the round was bound from its template, its first round of a shape included), write (the state "
         "snapshot, then the sinks' stage writes; snapshot and stage are its two parts; snapshot_io is the "
         "part of snapshot that persists the state, the rest computes the round), commit (sink rename), "
         "checkpoint (catalog row), other (outside the phases: catalog rows of the cycle, observations). Structured Streaming: its durationMs per batch (addBatch runs the batch's Spark job, "
