@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from py4j.protocol import Py4JError
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -105,9 +106,10 @@ def _reads_input(leaf: Any, relation: Any) -> bool:
     return _is_rows(leaf) and _is_rows(relation) and leaf.data().equals(relation.data())
 
 
-def _swapped(leaf: Any, relation: Any, fields: tuple[Any, ...]) -> Any:
-    """``leaf`` reading the new input ``relation``, its columns (and other fields) kept."""
-    if _is_file_read(leaf):
+def _swapped(leaf: Any, relation: Any, fields: tuple[Any, ...], files: bool) -> Any:
+    """``leaf`` reading the new input ``relation`` (``files``: a file read's, else rows), its
+    columns (and other fields) kept."""
+    if files:
         return leaf.copy(relation, *fields)
     output, streaming, stream = fields
     return leaf.copy(output, relation.data(), streaming, stream)
@@ -144,10 +146,14 @@ class PlanTemplate:
     reads: list[list[tuple[Any, str, tuple[Any, ...]]]]
     #: input name -> its schema (a Java StructType)
     schemas: dict[str, Any]
+    #: input name -> whether it is a file read (else rows made on the driver)
+    files: dict[str, bool]
     #: parameter names, in order
     params: list[str]
     #: literal value in the plans -> (parameter, offset from its sentinel)
     literals: dict[int, tuple[str, int]]
+    #: literal value in the plans -> that literal (a Java object), made once
+    literal_keys: dict[int, Any]
     #: the JVM's entry points a bind calls, looked up once
     jvm: _Jvm
 
@@ -223,8 +229,10 @@ class PlanTemplate:
             for p in sentinels:
                 if all(q != p for q, _ in literals.values()):
                     raise TemplateError(f"parameter {p!r} is not in the template's plan (use the column it was given)")
-        return cls(spark, plans, reads, {n: relations[n].schema() for n in relations}, list(sentinels), literals,
-                   _Jvm.of(spark))
+        jvm = _Jvm.of(spark)
+        return cls(spark, plans, reads, {n: relations[n].schema() for n in relations},
+                   {n: not _is_rows(relations[n]) for n in relations}, list(sentinels), literals,
+                   {v: jvm.long(v) for v in literals}, jvm)
 
     def bind(self, inputs: dict[str, DataFrame], params: dict[str, int]) -> DataFrame:
         """The template's (first) plan over new ``inputs`` (file reads of the same schemas) and
@@ -239,19 +247,27 @@ class PlanTemplate:
                                 f"got {sorted(inputs)} and {sorted(params)}")
         relations = {}
         for name, df in inputs.items():
-            rel = relations[name] = _relation_of(df, name)
-            if not rel.schema().equals(self.schemas[name]):
-                raise TemplateError(f"input {name!r} has another schema than the template was built with: "
-                                    f"{df.schema.simpleString()}")
+            plan = df._jdf.queryExecution().analyzed()
+            try:  # the input's kind is known from the build: one call, not a look at its class
+                rel = relations[name] = plan.relation() if self.files[name] else plan
+                same = rel.schema().equals(self.schemas[name]) and (self.files[name] or _is_rows(rel))
+            except Py4JError:
+                same = False
+            if not same:
+                raise TemplateError(f"input {name!r} is not a plain {'file read' if self.files[name] else 'frame of rows'} "
+                                    f"of the schema the template was built with: {df.schema.simpleString()}")
         jvm = self.jvm
         values = None
         if self.literals:
-            values = jvm.to_scala({jvm.long(v): jvm.long(params[p] + off) for v, (p, off) in self.literals.items()})
+            values = jvm.to_scala({self.literal_keys[v]: jvm.long(params[p] + off)
+                                   for v, (p, off) in self.literals.items()})
+        # one map for every plan's reads: a plan's transform finds only its own leaves in it
+        swap = jvm.to_scala({leaf: _swapped(leaf, relations[name], fields, self.files[name])
+                             for reads in self.reads for leaf, name, fields in reads})
         out = []
         for plan, reads in zip(self.plans, self.reads, strict=True):
             if reads:
-                plan = plan.transformUp(jvm.to_scala({leaf: _swapped(leaf, relations[name], fields)
-                                                      for leaf, name, fields in reads}))
+                plan = plan.transformUp(swap)
             if values is not None:
                 plan = plan.transformAllExpressions(values)
             # the new nodes are copies of analysed ones (same columns, same types): marked analysed,
