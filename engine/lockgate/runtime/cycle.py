@@ -560,6 +560,8 @@ class CycleRunner:
                     return None
                 shapes.append((head.vertex.id, shape))
         state = {t: s for t, s in sorted(ctx.state_in.items()) if not s.empty}
+        if not all(s.templatable for s in state.values()):
+            return None
         key = (tuple(shapes), tuple((t, s.shape()) for t, s in state.items()))
         if key not in self._round_templates:
             self._round_templates[key] = self._keep_round(ctx, pieces, state)

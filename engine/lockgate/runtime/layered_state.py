@@ -220,6 +220,13 @@ class LayeredState:
             return ("layers", tuple(d for _, d in self.layers), self.horizon is None, in_memory)
         return ("deltas", not self.layers[0][1], self._windows() is not None, self.horizon is None, in_memory)
 
+    @property
+    def templatable(self) -> bool:
+        """Whether a round template can read these layers again with other files: not when one
+        read of the deltas ranks them by a map of their folders' names (folders not named by
+        rising cycle windows), which a template would keep."""
+        return not self._one_delta_read() or self._windows() is not None
+
     def _extra_rank(self, i: int) -> Column:
         """The rank of the ``i``-th in-memory layer: above every file layer's."""
         return F.lit((_WINDOW_RANKED + i) if self._one_delta_read() and self._windows() is not None

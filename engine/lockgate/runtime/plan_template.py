@@ -125,6 +125,10 @@ def _offsets(plans: list[Any], sentinels: Mapping[str, int]) -> dict[int, tuple[
             if f"expressions.{kind}" in text:
                 raise TemplateError(f"a plan with a subquery ({kind}) cannot be kept as a template: its "
                                     "inner plan is not rewritten")
+        if "plans.logical.Expand" in text:
+            # its projections (a list of lists) are written as null in a plan's JSON, so a
+            # parameter there would not be found and would keep its sentinel
+            raise TemplateError("a plan with an Expand (grouping sets, rollup, cube) cannot be kept as a template")
         for value in {int(v) for v in _LONG_LITERAL.findall(text)}:
             for p, s in sentinels.items():
                 if abs(value - s) < SPACING // 2:

@@ -143,3 +143,23 @@ def test_rows_made_on_the_driver_are_bound_too(spark, tmp_path, monkeypatch):
         assert_same_rows(result, expected, ["auction", "lg_window"], what="running aggregate of generated bids")
     finally:
         client.close()
+
+
+def test_layers_not_named_by_rising_windows_are_never_kept(spark):
+    """A chain whose deltas are ranked by a map of folder names (folders not named by rising cycle
+    windows) cannot be read again with other files, so its rounds are built step by step."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from lockgate.runtime.layered_state import LayeredState
+
+    schema = StructType([StructField("k", LongType())])
+
+    def chain(*folders: str) -> LayeredState:
+        layers = [("/s/base/t", False)] + [(f"/s/{f}/t", True) for f in folders]
+        return LayeredState(spark, schema, layers, None)
+
+    assert chain("w=0000000003-a1", "w=0000000004-a2").templatable
+    assert chain("w=0000000003-a1").templatable  # one delta: read on its own, ranked by position
+    assert not chain("w=0000000004-a1", "w=0000000003-a1").templatable  # not rising
+    assert not chain("snap-a", "snap-b").templatable  # not named by windows
+    assert chain("w=0000000003-a1", "w=0000000004-a2").shape() != chain("snap-a", "snap-b").shape()
