@@ -115,6 +115,15 @@ def _swapped(leaf: Any, relation: Any, fields: tuple[Any, ...], files: bool) -> 
     return leaf.copy(output, relation.data(), streaming, stream)
 
 
+def offset_of(value: int, sentinels: Mapping[str, int]) -> tuple[str | None, int]:
+    """``value`` as ``(parameter, offset from its sentinel)`` when it lies within half a
+    :data:`SPACING` of one; ``(None, value)`` for a constant."""
+    for p, s in sentinels.items():
+        if abs(value - s) < SPACING // 2:
+            return p, value - s
+    return None, value
+
+
 def _offsets(plans: list[Any], sentinels: Mapping[str, int]) -> dict[int, tuple[str, int]]:
     """Every long literal of ``plans`` near a parameter's sentinel: value -> (parameter, offset).
     Read from the plans' JSON (one call each; a tree string shortens long field lists)."""
@@ -130,9 +139,9 @@ def _offsets(plans: list[Any], sentinels: Mapping[str, int]) -> dict[int, tuple[
             # parameter there would not be found and would keep its sentinel
             raise TemplateError("a plan with an Expand (grouping sets, rollup, cube) cannot be kept as a template")
         for value in {int(v) for v in _LONG_LITERAL.findall(text)}:
-            for p, s in sentinels.items():
-                if abs(value - s) < SPACING // 2:
-                    out[value] = (p, value - s)
+            param, offset = offset_of(value, sentinels)
+            if param is not None:
+                out[value] = (param, offset)
     return out
 
 
@@ -301,4 +310,4 @@ class _Jvm:
         Integer, an INT literal: another type than the sentinel's)."""
         return self.literal.fromSQL(f"{int(value)}L")
 
-__all__ = ["FIRST_SENTINEL", "SPACING", "PlanTemplate", "TemplateError", "sentinel", "supported"]
+__all__ = ["FIRST_SENTINEL", "SPACING", "PlanTemplate", "TemplateError", "offset_of", "sentinel", "supported"]

@@ -25,7 +25,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from .layered_state import StateDelta
-from .plan_template import SPACING, PlanTemplate, sentinel
+from .plan_template import PlanTemplate, offset_of, sentinel
 
 #: the round's bounds every template takes as parameters (CycleContext's fields)
 BOUNDS = ("start_us", "end_us", "prev_watermark_us", "watermark_us")
@@ -71,13 +71,6 @@ class _Delta:
     empty: bool
 
 
-def _encode(value: int, sentinels: Mapping[str, int]) -> tuple[str | None, int]:
-    for p, s in sentinels.items():
-        if abs(value - s) < SPACING // 2:
-            return p, value - s
-    return None, value
-
-
 @dataclass
 class RoundTemplate:
     """A round's frames kept as one plan template (build it with :meth:`of_round`)."""
@@ -112,7 +105,7 @@ class RoundTemplate:
         for table, d in built.state_out.items():
             expire = None
             if d.expire_below is not None:
-                expire = (d.expire_below[0], *_encode(int(d.expire_below[1]), sentinels))
+                expire = (d.expire_below[0], *offset_of(int(d.expire_below[1]), sentinels))
             deltas.append(_Delta(table, index(d.upserts), None if d.deletes is None else index(d.deletes),
                                  d.identity, expire, d.count_first, d.empty))
         cached = [index(df) for df in built.cached]
