@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -28,13 +29,25 @@ from small_disk import SmallDisk, mount, unmount
 PG_HOST, PG_PORT, PG_USER = "127.0.0.1", 5432, "postgres"
 
 
+#: each module's seconds in a recent run of the test command (scripts/module_seconds.py writes it)
+MODULE_SECONDS = Path(__file__).resolve().parent / "module_seconds.json"
+#: a module not in that file yet is handed out as one of this many seconds
+UNMEASURED_S = 60.0
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The test command skips the ``long`` tests (each has a shorter sibling that runs);
-    ``make test-long`` (``LOCKGATE_TEST_LONG=1``) runs them too. Modules holding ``slow`` tests
-    (kill -9, several processes) come first, so the test processes do not end waiting on one."""
-    faults = {item.path for item in items if "faults" in item.keywords}
-    slow = {item.path for item in items if "slow" in item.keywords}
-    items.sort(key=lambda item: (item.path not in faults, item.path not in slow))  # stable: modules keep their order
+    """Modules are handed to the test processes longest first (their seconds in
+    ``module_seconds.json``), so that no process ends on a long module while the others wait;
+    the test command keeps this order (``--no-loadscope-reorder``: pytest-xdist would otherwise
+    hand out the modules with most tests first). The test command skips the ``long`` tests (each
+    has a shorter sibling that runs); ``make test-long`` (``LOCKGATE_TEST_LONG=1``) runs them too."""
+    seconds = json.loads(MODULE_SECONDS.read_text()) if MODULE_SECONDS.exists() else {}
+    root = Path(__file__).resolve().parent.parent
+
+    def cost(item: pytest.Item) -> float:
+        return float(seconds.get(item.path.relative_to(root).as_posix(), UNMEASURED_S))
+
+    items.sort(key=lambda item: -cost(item))  # stable: a module's tests keep their order
     if os.environ.get("LOCKGATE_TEST_LONG") == "1":
         return
     skip = pytest.mark.skip(reason="long: make test-long runs it")

@@ -42,7 +42,7 @@ _LOG_LEVELS = {"ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF"}
 
 # Lockgate's defaults that are static settings of a Spark Connect server: a client cannot set them
 # (Spark answers with a UserWarning on every run), so a Connect session never sends them.
-_SERVER_ONLY = frozenset({"spark.python.sql.dataFrameDebugging.enabled"})
+_SERVER_ONLY = frozenset({"spark.python.sql.dataFrameDebugging.enabled", "spark.buffer.pageSize"})
 #: how much of its status history the driver keeps (Spark's defaults: 1,000 / 1,000 / 1,000 / 100,000)
 RETAINED_HISTORY = {
     "spark.sql.ui.retainedExecutions": "50",
@@ -189,6 +189,12 @@ def get_spark(
         # listing job for paths whose footers Lockgate had already read (bench.backfill W1:
         # 2.0 s of 26 s). Listing up to 1,024 paths on the driver costs a few ms locally.
         "spark.sql.sources.parallelPartitionDiscovery.threshold": "1024",
+        # Every hash aggregate, sort and hashed relation of a task takes its memory in pages,
+        # the first one whole: Spark sizes a page from the heap (32 MB on a 2 GiB local[2]
+        # driver), so a round of many small operators allocated and zeroed gigabytes of pages
+        # for a window of rows and spent its time in full GCs (1.1 GB live after each).
+        # 1 MB pages (Spark's own floor) serve a window as well; a larger task takes more pages.
+        "spark.buffer.pageSize": "1m",
     }
     if master.startswith("sc://"):
         _session = _connect_session(master, runtime, conf or {})

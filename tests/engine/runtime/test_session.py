@@ -47,6 +47,15 @@ def test_session_time_zone_is_utc(spark):
     assert row.t == 1704067200
 
 
+def test_memory_pages_are_small_and_a_window_sized_aggregate_still_runs(spark):
+    """1 MB pages (not the 32 MB Spark sizes from a 2 GiB heap); an aggregate and a sort over
+    more rows than one page holds still give every row."""
+    assert spark.sparkContext.getConf().get("spark.buffer.pageSize") == "1m"
+    df = spark.range(200_000).selectExpr("id % 50000 AS k", "repeat('x', 40) AS pad")
+    rows = df.groupBy("k").agg({"pad": "count"}).orderBy("k").collect()
+    assert len(rows) == 50_000 and all(r[1] == 4 for r in rows)
+
+
 def test_startup_prints_nothing_about_logging(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("LOCKGATE_SPARK_LOG_LEVEL", "PYTHONPATH")}
     code = "from lockgate.runtime.session import get_spark; s=get_spark(); s.range(3).count()"
