@@ -190,7 +190,7 @@ def get_spark(
         # 2.0 s of 26 s). Listing up to 1,024 paths on the driver costs a few ms locally.
         "spark.sql.sources.parallelPartitionDiscovery.threshold": "1024",
         # Every hash aggregate, sort and hashed relation of a task takes its memory in pages,
-        # the first one whole: Spark sizes a page from the heap (32 MB on a 2 GiB local[2]
+        # the first one whole: Spark sizes a page from the heap (about 16 MB on a 2 GiB local[2]
         # driver), so a round of many small operators allocated and zeroed gigabytes of pages
         # for a window of rows and spent its time in full GCs (1.1 GB live after each).
         # 1 MB pages (Spark's own floor) serve a window as well; a larger task takes more pages.

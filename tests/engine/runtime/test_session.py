@@ -48,7 +48,7 @@ def test_session_time_zone_is_utc(spark):
 
 
 def test_memory_pages_are_small_and_a_window_sized_aggregate_still_runs(spark):
-    """1 MB pages (not the 32 MB Spark sizes from a 2 GiB heap); an aggregate and a sort over
+    """1 MB pages (not the ~16 MB Spark sizes from a 2 GiB heap); an aggregate and a sort over
     more rows than one page holds still give every row."""
     assert spark.sparkContext.getConf().get("spark.buffer.pageSize") == "1m"
     df = spark.range(200_000).selectExpr("id % 50000 AS k", "repeat('x', 40) AS pad")
