@@ -19,8 +19,8 @@ def module_seconds(junit_xml: Path) -> dict[str, float]:
     """Seconds per test module (``tests/...py``), summed over its test cases' set-up, call and teardown."""
     seconds: Counter[str] = Counter()
     for case in ET.parse(junit_xml).iter("testcase"):
-        module = case.get("classname", "").split("::")[0]
-        path = "/".join(p for p in module.split(".") if not p[:1].isupper()) + ".py"
+        # classname is the module's dotted path, then the test class's name if there is one
+        path = "/".join(p for p in case.get("classname", "").split(".") if not p[:1].isupper()) + ".py"
         seconds[path] += float(case.get("time") or 0)
     return {m: round(s, 1) for m, s in sorted(seconds.items(), key=lambda kv: -kv[1])}
 

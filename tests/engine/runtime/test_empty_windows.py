@@ -54,7 +54,7 @@ LATE_WINDOW = 3
 EDGES = {0: [(1, 2), (5, 6)], 2: [(2, 3), (6, 7)], 4: [(4, 1), (7, 5)]}
 LATE_EDGES = [(3, 9)]
 JOB = "empty_windows"
-#: minutes of Spark rounds: run early in a test process (a fresh driver heap), not last
+#: minutes of Spark rounds (the test command hands the longest modules out first: tests/module_seconds.json)
 pytestmark = pytest.mark.slow
 
 
