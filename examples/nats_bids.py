@@ -33,7 +33,10 @@ OUT = os.path.join(os.path.abspath(os.environ.get("LOCKGATE_EXAMPLES_OUT")
 CYCLE = timedelta(seconds=2)
 
 pipeline = lg.Pipeline("nats_bids", cycle_window=CYCLE, parallelism=2,
-                       watermark=lg.Watermark(lateness=timedelta(seconds=2)))
+                       # a bid that arrives after the watermark passed its window (a publisher that
+                       # stalled) is set aside under <out>/nats_bids/late/bids/, not dropped
+                       watermark=lg.Watermark(lateness=timedelta(seconds=2),
+                                              late=lg.FileSink(os.path.join(OUT, "late"))))
 bids = pipeline.source(
     lg.NatsSource(URL, STREAM, subject=f"{STREAM}.bids", event_time="date_time", schema=BID_DDL, arrival="arrived"),
     name="bids",
@@ -69,8 +72,8 @@ def main() -> None:
 
         table = DeltaTable(os.path.join(OUT, "delta", job))
         counted = sum(table.to_pyarrow_table(columns=["bids"]).column("bids").to_pylist())
-        print(f"Delta table {table.table_uri}: version {table.version()}, {counted} bids counted "
-              f"({feed.messages} published)")
+        print(f"Delta table {table.table_uri}: version {table.version()}, {counted} bids counted, "
+              f"{result.late_rows} set aside as late ({feed.messages} published)")
     finally:
         client.close()
 

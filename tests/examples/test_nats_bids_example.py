@@ -36,7 +36,12 @@ def test_the_example_counts_every_published_bid_once_in_parquet_and_delta(nats_u
     assert published == 184  # 200 events, 46 of every 50 are bids
     table = DeltaTable(str(out / "nats_bids" / "delta" / job))
     delta = table.to_pyarrow_table()
-    assert sum(delta.column("bids").to_pylist()) == published
+    # each bid once: counted in its window, or (a stalled publisher on a busy machine) set aside as late
+    late = int(re.search(r"bids in \((\d+) late\)", proc.stdout).group(1))
+    set_aside = out / "nats_bids" / "late" / "bids"
+    assert (ds.dataset(str(set_aside), format="parquet", partitioning="hive").count_rows()
+            if set_aside.exists() else 0) == late
+    assert sum(delta.column("bids").to_pylist()) + late == published
     windows = sorted(set(delta.column("lg_window").to_pylist()))
     assert table.version() >= len(windows)  # one commit per window (windows with no rows commit too)
     parquet = ds.dataset(str(out / "nats_bids" / "per_auction"), format="parquet", partitioning="hive").to_table()
