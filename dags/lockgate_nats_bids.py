@@ -91,13 +91,12 @@ with DAG(
         first, last = int(result["first_window"]), int(result["last_window"])
         data = ds.dataset(os.path.join(examples_out(), "nats_bids", "per_auction"), format="parquet",
                           partitioning="hive")
-        table = data.to_table(filter=(ds.field("lg_window") >= first) & (ds.field("lg_window") <= last))
-        counted = sum(table.column("bids").to_pylist())
-        late = 0
+        this_run = (ds.field("lg_window") >= first) & (ds.field("lg_window") <= last)
+        counted = sum(data.to_table(filter=this_run).column("bids").to_pylist())
+        # the late sink's folder per source: <late path>/<source name>
         late_dir = os.path.join(examples_out(), "nats_bids", "late", "bids")
-        if os.path.isdir(late_dir):
-            late = ds.dataset(late_dir, format="parquet", partitioning="hive").count_rows(
-                filter=(ds.field("lg_window") >= first) & (ds.field("lg_window") <= last))
+        late = (ds.dataset(late_dir, format="parquet", partitioning="hive").count_rows(filter=this_run)
+                if os.path.isdir(late_dir) else 0)
         from deltalake import DeltaTable
 
         delta = DeltaTable(os.path.join(examples_out(), "nats_bids", "delta", feed["job"]))
