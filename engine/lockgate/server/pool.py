@@ -54,6 +54,10 @@ log = get_logger("server.pool")
 
 #: at most this long a starting pool waits for the orphans of the previous controller
 ADOPT_WAIT_S = 10.0
+#: at most this long a resumed job waits for the orphan that ran it, while that process lives:
+#: the orphan calls only once its cancelled round has ended, which on a busy machine can take
+#: longer than ``ADOPT_WAIT_S`` (an orphan whose round outlasts its own grace period exits)
+ADOPT_JOB_WAIT_S = 60.0
 _PROC = os.path.isdir("/proc/self")
 
 
@@ -225,9 +229,10 @@ class WorkerPool:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.orphan_grace_s = float(config.orphan_grace_s)
         self.settings = self._settings_digest()
-        #: orphans of the previous controller that may call: worker id -> (pid, master)
-        self._expected: dict[str, tuple[int, str]] = {}
+        #: orphans of the previous controller that may call: worker id -> (pid, master, job it ran)
+        self._expected: dict[str, tuple[int, str, str]] = {}
         self._adopt_until = 0.0
+        self._adopt_job_until = 0.0
         self._monitor = threading.Thread(target=self._watch, name="lockgate-worker-monitor", daemon=True)
         if advertise:
             self.start(advertise)
@@ -242,21 +247,26 @@ class WorkerPool:
             try:
                 info = json.loads(path.read_text())
                 pid, controller, master = int(info["pid"]), str(info["controller"]), str(info["master"])
+                job = str(info.get("job") or "")
             except (OSError, ValueError, KeyError, TypeError):
                 path.unlink(missing_ok=True)
                 continue
             if not _runs_worker(pid, wid):
                 path.unlink(missing_ok=True)  # gone long ago
             elif controller == advertise:
-                expected[wid] = (pid, master)
+                expected[wid] = (pid, master, job)
         with self.cond:
             for h in self.handles.values():
                 if h.adopted:
                     self._record(h)  # adopted before the address was known
             self._expected = {w: v for w, v in expected.items() if w not in self.handles}
-            self._adopt_until = time.monotonic() + ADOPT_WAIT_S if self._expected else 0.0
+            now = time.monotonic()
+            self._adopt_until = now + ADOPT_WAIT_S if self._expected else 0.0
+            self._adopt_job_until = now + ADOPT_JOB_WAIT_S if self._expected else 0.0
         if expected:
-            log_event(log, "orphans_expected", workers=sorted(expected), wait_s=ADOPT_WAIT_S)
+            jobs = {wid: job for wid, (_, _, job) in sorted(expected.items()) if job}
+            log_event(log, "orphans_expected", workers=sorted(expected), wait_s=ADOPT_WAIT_S,
+                      jobs=json.dumps(jobs), job_wait_s=ADOPT_JOB_WAIT_S)
         self._monitor.start()
 
     def _settings_digest(self) -> str:
@@ -277,7 +287,8 @@ class WorkerPool:
         path = self.run_dir / f"{h.id}.json"
         with contextlib.suppress(OSError):
             tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"pid": h.pid, "controller": self.advertise, "master": h.master}))
+            tmp.write_text(json.dumps({"pid": h.pid, "controller": self.advertise, "master": h.master,
+                                       "job": h.job or h.last_job or ""}))
             tmp.replace(path)
 
     def _forget(self, h: WorkerHandle) -> None:
@@ -377,6 +388,7 @@ class WorkerPool:
         h = self._acquire(master, job, job, stop, f"for job '{job}'")
         with self.cond:
             h.job = job
+            self._record(h)  # a next controller waits longer for the orphan that ran a job
         return h
 
     def _acquire(self, master: str, purpose: str, job: str | None, stop: threading.Event | None,
@@ -387,7 +399,7 @@ class WorkerPool:
             h = self._idle(master, job)
             # while orphans may still call, wait for one at all, and for a job for the one that
             # ran it (still cancelling its round, it often calls after an idle standby)
-            while (h is None or (job is not None and h.last_job != job)) and self._adoption_pending(master) \
+            while (h is None or (job is not None and h.last_job != job)) and self._adoption_pending(master, job) \
                     and not (stop is not None and stop.is_set()):
                 self.cond.wait(0.1)
                 h = self._idle(master, job)
@@ -424,11 +436,16 @@ class WorkerPool:
             found = found or h
         return found
 
-    def _adoption_pending(self, master: str) -> bool:
-        """Whether orphans on ``master`` of the previous controller may still call (for a few seconds)."""
-        if not self._expected or time.monotonic() >= self._adopt_until:
+    def _adoption_pending(self, master: str, job: str | None = None) -> bool:
+        """Whether orphans on ``master`` of the previous controller may still call (for a few
+        seconds), or, for ``job``, the live orphan that ran it (for up to ``ADOPT_JOB_WAIT_S``)."""
+        if not self._expected:
             return False
-        return any(m == master for _, m in self._expected.values())
+        now = time.monotonic()
+        if now < self._adopt_until and any(m == master for _, m, _ in self._expected.values()):
+            return True
+        return (job is not None and now < self._adopt_job_until
+                and any(m == master and j == job for _, m, j in self._expected.values()))
 
     def _starting(self, master: str) -> WorkerHandle | None:
         for h in self.handles.values():
@@ -766,14 +783,11 @@ class WorkerPool:
         lost: list[tuple[WorkerHandle, str]] = []
         release: list[WorkerHandle] = []
         with self.cond:
-            if self._expected:
-                if now >= self._adopt_until:
-                    self._expected.clear()
-                else:  # an orphan that exited meanwhile is not waited for
-                    for wid, (pid, _) in list(self._expected.items()):
-                        if not _runs_worker(pid, wid):
-                            del self._expected[wid]
-                            self.cond.notify_all()
+            for wid, (pid, _, job) in list(self._expected.items()):
+                # an orphan that exited meanwhile is not waited for, nor one past its wait
+                if now >= (self._adopt_job_until if job else self._adopt_until) or not _runs_worker(pid, wid):
+                    del self._expected[wid]
+                    self.cond.notify_all()
             for h in list(self.handles.values()):
                 if h.state in (WState.LOST, WState.CLOSED):
                     gone = h.gone()  # reaps a child
