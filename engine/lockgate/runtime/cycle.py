@@ -202,6 +202,10 @@ class CycleRunner:
         self._templates_on = self._templatable()
         #: a round's shape -> its template (None: that shape cannot be kept)
         self._round_templates: dict[tuple[Any, ...], round_template.RoundTemplate | None] = {}
+        #: a round's shape -> the rounds of it built step by step so far; its template is kept
+        #: from the round after ``_template_after`` of them
+        self._shape_rounds: dict[tuple[Any, ...], int] = {}
+        self._template_after = round_template.build_after() if self._templates_on else 0
 
     def _layer_estimate(self, table: str, write: TableWrite) -> int | None:
         """Rows the layer about to be written may hold; None when unknown (then Spark writes it)."""
@@ -564,6 +568,9 @@ class CycleRunner:
             return None
         key = (tuple(shapes), tuple((t, s.shape()) for t, s in state.items()))
         if key not in self._round_templates:
+            seen = self._shape_rounds[key] = self._shape_rounds.get(key, 0) + 1
+            if seen <= self._template_after:
+                return None  # built step by step: too few rounds of this shape yet to pay for a template
             self._round_templates[key] = self._keep_round(ctx, pieces, state)
         template = self._round_templates[key]
         if template is None:

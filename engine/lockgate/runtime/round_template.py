@@ -40,6 +40,19 @@ def enabled() -> bool:
     return os.environ.get("LOCKGATE_ROUND_TEMPLATES", "1").strip() not in ("0", "false", "off")
 
 
+def build_after() -> int:
+    """How many rounds of one shape a runner builds step by step before it keeps that shape's
+    template (``LOCKGATE_ROUND_TEMPLATE_AFTER``, at least 0): a template costs more to build than a
+    round built step by step, and pays that back only over the rounds bound from it, so a shape
+    seen once or twice in a run (a state chain's early layouts, a short run) keeps none."""
+    raw = os.environ.get("LOCKGATE_ROUND_TEMPLATE_AFTER", "2").strip()
+    try:
+        return max(0, int(raw))
+    except ValueError:
+        raise ValueError(f"LOCKGATE_ROUND_TEMPLATE_AFTER={raw!r} is not a number of rounds: give an integer "
+                         "(0 keeps a template from a shape's first round)") from None
+
+
 def parameters(horizons: list[str]) -> dict[str, int]:
     """Every parameter of a round with state tables ``horizons`` holding a horizon, and its sentinel."""
     names = [*BOUNDS, *[f"horizon:{t}" for t in horizons]]

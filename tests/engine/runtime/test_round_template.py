@@ -1,8 +1,10 @@
 """Rounds bound from their templates (:mod:`lockgate.runtime.round_template`) give what pandas
 gives over the same records, round after round, as the state's layers grow from nothing to a
 base and a chain of deltas; a round whose shape cannot be kept (a window without files) is
-built step by step, and the next rounds are bound again. With ``LOCKGATE_ROUND_TEMPLATES=0``
-no round is bound and the output is the same.
+built step by step, and the next rounds are bound again. A shape's first rounds are built step
+by step (``LOCKGATE_ROUND_TEMPLATE_AFTER``, 2 by default: in these nine windows no shape has a
+third round, so none is bound); with ``0`` every round of a shape is bound, from its first. With ``LOCKGATE_ROUND_TEMPLATES=0`` no round is bound and the output
+is the same.
 
 Rounds run one window each (``LOCKGATE_CATCHUP=off``): a catch-up group builds its windows in
 one pass and keeps no template.
@@ -102,20 +104,30 @@ def one_window_rounds(monkeypatch, tmp_path):
     return _records(root)
 
 
-@pytest.mark.parametrize("templates", ["1", "0"])
-def test_bound_rounds_equal_pandas_as_the_state_grows(spark, tmp_path, monkeypatch, one_window_rounds, templates):
+@pytest.mark.parametrize("templates, after", [("1", "0"), ("1", "1"), ("0", None)],
+                         ids=["from-the-first-round", "from-the-second-round", "off"])
+def test_bound_rounds_equal_pandas_as_the_state_grows(spark, tmp_path, monkeypatch, one_window_rounds, templates,
+                                                      after):
     monkeypatch.setenv("LOCKGATE_ROUND_TEMPLATES", templates)
+    if after is not None:
+        monkeypatch.setenv("LOCKGATE_ROUND_TEMPLATE_AFTER", after)
     records = one_window_rounds
     last = W0 + WINDOWS - 1
     client = _run(f"{__file__}:files_pipeline", "templated", tmp_path / "home", last)
     try:
         bound = _bound(client, "templated")
         assert sorted(bound) == list(range(W0, last + 1))
-        if templates == "1":
+        if templates == "0":
+            assert not any(bound.values())
+        elif after == "0":  # a template from each shape's first round: every round is bound
             assert not bound[GAP], "a window with no file has no read to bind"
             assert all(bound[w] for w in bound if w != GAP), bound
         else:
-            assert not any(bound.values())
+            # a shape's first round is built step by step (the first round of all has no state,
+            # the second one delta: two shapes), its later rounds are bound
+            assert not bound[GAP] and not bound[W0] and not bound[W0 + 1], bound
+            assert any(bound.values()), bound
+            assert sum(bound.values()) < WINDOWS - 1
 
         spec = {"n": ("count", None), "total": ("sum", "v"), "hi": ("max", "v")}
         expected = _running_reference(records, "k", spec, last)
@@ -133,6 +145,7 @@ def test_bound_rounds_equal_pandas_as_the_state_grows(spark, tmp_path, monkeypat
 
 def test_rows_made_on_the_driver_are_bound_too(spark, tmp_path, monkeypatch):
     monkeypatch.setenv("LOCKGATE_CATCHUP", "off")
+    monkeypatch.setenv("LOCKGATE_ROUND_TEMPLATE_AFTER", "0")
     last = W0 + 4
     client = _run(f"{__file__}:nexmark_pipeline", "templated_rows", tmp_path / "home", last)
     try:
@@ -163,3 +176,15 @@ def test_layers_not_named_by_rising_windows_are_never_kept(spark):
     assert not chain("w=0000000004-a1", "w=0000000003-a1").templatable  # not rising
     assert not chain("snap-a", "snap-b").templatable  # not named by windows
     assert chain("w=0000000003-a1", "w=0000000004-a2").shape() != chain("snap-a", "snap-b").shape()
+
+
+def test_a_shape_keeps_its_template_after_two_rounds_by_default(monkeypatch):
+    from lockgate.runtime import round_template
+
+    monkeypatch.delenv("LOCKGATE_ROUND_TEMPLATE_AFTER", raising=False)
+    assert round_template.build_after() == 2
+    monkeypatch.setenv("LOCKGATE_ROUND_TEMPLATE_AFTER", "0")
+    assert round_template.build_after() == 0
+    monkeypatch.setenv("LOCKGATE_ROUND_TEMPLATE_AFTER", "two")
+    with pytest.raises(ValueError, match="LOCKGATE_ROUND_TEMPLATE_AFTER='two' is not a number of rounds"):
+        round_template.build_after()
