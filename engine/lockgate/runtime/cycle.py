@@ -554,8 +554,9 @@ class CycleRunner:
     def _bound_round(
         self, ctx: CycleContext, round_: _Round, pieces: dict[str, SourceSlice]
     ) -> tuple[list[tuple[str, DataFrame, dict[str, Any]]], list[str]] | None:
-        """The round's frames bound from the template of its shape (built now if it is the first
-        of that shape); None when its round cannot be kept (then it is built step by step)."""
+        """The round's frames bound from the template of its shape (kept now when the rounds of
+        that shape built step by step so far number ``LOCKGATE_ROUND_TEMPLATE_AFTER``); None when
+        it is built step by step (its shape is too new yet, or its round cannot be kept)."""
         shapes = []
         for walk in self._walks:
             for head in walk.heads:
