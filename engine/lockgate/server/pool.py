@@ -61,6 +61,13 @@ ADOPT_JOB_WAIT_S = 60.0
 _PROC = os.path.isdir("/proc/self")
 
 
+def holds_cluster_cores(master: str) -> bool:
+    """Whether a worker's Spark application on ``master`` holds executors (cores) of a shared
+    cluster for as long as it lives: a standalone, YARN or Kubernetes master, not ``local[...]``
+    (the worker's own process) nor Spark Connect (a server's session)."""
+    return master.startswith(("spark://", "yarn", "k8s://"))
+
+
 def worker_env() -> dict[str, str]:
     """The environment of a worker process: this one's, less the token and an armed fault.
 
@@ -310,6 +317,14 @@ class WorkerPool:
                 # a worker kept for some job's next run makes room for a run that needs one now
                 oldest = min(kept, key=lambda h: h.idle_since)
                 self.release(oldest, "its place is needed (--max-workers)")
+                alive.remove(oldest)
+                kept.remove(oldest)
+            on_cluster = [h for h in kept if h.master == master and holds_cluster_cores(master)]
+            if on_cluster:
+                # its application holds executors on the cluster until it ends, and a cluster that
+                # is full would keep the new worker's application waiting for cores until then
+                oldest = min(on_cluster, key=lambda h: h.idle_since)
+                self.release(oldest, f"a new worker needs the cores its application holds on {master}")
                 alive.remove(oldest)
             if len(alive) >= self.config.max_workers:
                 raise ResourceExhaustedError(

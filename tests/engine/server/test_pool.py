@@ -94,3 +94,11 @@ def test_a_resumed_job_waits_for_the_live_orphan_that_ran_it_past_the_short_adop
             p.kill()
             p.wait()
         pool.close()
+
+
+def test_only_a_cluster_masters_applications_hold_its_cores():
+    assert pool_module.holds_cluster_cores("spark://127.0.0.1:7077")
+    assert pool_module.holds_cluster_cores("yarn")
+    assert pool_module.holds_cluster_cores("k8s://https://api:6443")
+    assert not pool_module.holds_cluster_cores("local[2]")
+    assert not pool_module.holds_cluster_cores("sc://127.0.0.1:15002")
