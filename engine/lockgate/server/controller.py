@@ -155,10 +155,10 @@ class Controller:
     def recover_jobs(self) -> list[str]:
         """Resume every job a previous controller left under way; returns their names.
 
-        Each resumed run takes its worker from the pool, which for a few seconds waits for
-        the previous controller's orphans to be adopted (the one that ran the job first)
-        before it starts new workers. A job not resumed holds no worker: adopted workers are
-        idle until a run takes them."""
+        Each resumed run takes its worker from the pool, which waits for the previous
+        controller's orphans to be adopted before it starts new workers: a few seconds for any,
+        up to ``ADOPT_JOB_WAIT_S`` for the live one that ran the job. A job not resumed holds no
+        worker: adopted workers are idle until a run takes them."""
         resumed = []
         for rec in self.catalog.list_jobs():
             if is_terminal(rec.state) or rec.state == JobState.CREATED:

@@ -246,7 +246,8 @@ class WorkerPool:
 
     def start(self, advertise: str) -> None:
         """Serve workers at ``advertise`` (``unix:PATH`` or host:port): start the monitor and wait a few seconds
-        for the previous controller's live orphans that call this address."""
+        for the previous controller's live orphans that call this address (a resumed job waits up to
+        ``ADOPT_JOB_WAIT_S`` for the one that ran it)."""
         self.advertise = advertise
         expected = {}
         for path in self.run_dir.glob("*.json"):
@@ -307,22 +308,26 @@ class WorkerPool:
             (self.run_dir / f"{h.id}.json").unlink(missing_ok=True)
 
     # -- spawning ----------------------------------------------------------------------
-    def _spawn(self, master: str, reserved_for: str | None) -> WorkerHandle:
+    def _spawn(self, master: str, reserved_for: str | None, for_job: bool = False) -> WorkerHandle:
+        """A new worker process on ``master`` (``for_job``: a job's run needs it now)."""
         with self.cond:
             if self._closing:
                 raise WorkerStartError("the controller is shutting down")
             alive = [h for h in self.handles.values() if h.state in _ALIVE]
             kept = [h for h in alive if h.state == WState.IDLE and h.kept_for is not None]
+            freed_here = False
             if len(alive) >= self.config.max_workers and kept:
                 # a worker kept for some job's next run makes room for a run that needs one now
                 oldest = min(kept, key=lambda h: h.idle_since)
                 self.release(oldest, "its place is needed (--max-workers)")
                 alive.remove(oldest)
                 kept.remove(oldest)
-            on_cluster = [h for h in kept if h.master == master and holds_cluster_cores(master)]
-            if on_cluster:
+                freed_here = oldest.master == master
+            on_cluster = [h for h in kept if h.master == master]
+            if for_job and not freed_here and on_cluster and holds_cluster_cores(master):
                 # its application holds executors on the cluster until it ends, and a cluster that
-                # is full would keep the new worker's application waiting for cores until then
+                # is full would keep the new worker's application waiting for cores until then (a
+                # compile or a standby does not count: a job's next run would lose its kept worker)
                 oldest = min(on_cluster, key=lambda h: h.idle_since)
                 self.release(oldest, f"a new worker needs the cores its application holds on {master}")
                 alive.remove(oldest)
@@ -401,10 +406,15 @@ class WorkerPool:
     def take(self, master: str, job: str, stop: threading.Event | None = None) -> WorkerHandle:
         """A connected worker on ``master``, now BUSY for ``job`` (from the pool, or a new one)."""
         h = self._acquire(master, job, job, stop, f"for job '{job}'")
+        self.assign_job(h, job)
+        return h
+
+    def assign_job(self, h: WorkerHandle, job: str) -> None:
+        """``h`` runs ``job`` (named once its pipeline is compiled, when the run did not name it):
+        noted for a next controller, which waits longer for the orphan that ran a job."""
         with self.cond:
             h.job = job
-            self._record(h)  # a next controller waits longer for the orphan that ran a job
-        return h
+            self._record(h)
 
     def _acquire(self, master: str, purpose: str, job: str | None, stop: threading.Event | None,
                  why: str) -> WorkerHandle:
@@ -427,7 +437,7 @@ class WorkerPool:
                     log_event(log, "worker_reused", worker=h.id, job=h.kept_for)
                 h.state = WState.BUSY
         if h is None:
-            h = self._spawn(master, reserved_for=purpose)
+            h = self._spawn(master, reserved_for=purpose, for_job=job is not None)
         self._wait_connected(h, stop, why)
         with self.cond:
             h.state = WState.BUSY

@@ -424,7 +424,7 @@ class JobRunner:
         if not self.registered:
             ctx.register(self)
             self.registered = True
-        h.job = self.job
+        ctx.pool.assign_job(h, self.job)
         self._event("worker_started", message=(
             f"{h.describe()} on {hello.spark_master} ({hello.address}, {hello.slots} slots, app {hello.spark_app_id}); "
             f"plan {plan.version}"))

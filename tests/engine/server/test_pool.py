@@ -68,25 +68,29 @@ def test_a_resumed_job_waits_for_the_live_orphan_that_ran_it_past_the_short_adop
     monkeypatch.setattr(pool_module, "ADOPT_WAIT_S", 0.5)
     monkeypatch.setattr(pool_module, "ADOPT_JOB_WAIT_S", 30.0)
     master, advertise = "local[1]", "unix:" + str(tmp_path / "workers.sock")
-    procs = _orphans(tmp_path, advertise, master, {"w-standby": "", "w-job": "resumed"})
-    pool = WorkerPool(ServerConfig(home=str(tmp_path), spark_master=master, standby_workers=1), advertise)
+    # ids of their own per case: a pool of the case before, still reaping, never mistakes these for its own
+    standby, mine = f"w-standby-{int(job_orphan_exits)}", f"w-job-{int(job_orphan_exits)}"
+    procs = _orphans(tmp_path, advertise, master, {standby: "", mine: "resumed"})
+    # no standby target: a pool one standby short would start a real worker while the test runs
+    pool = WorkerPool(ServerConfig(home=str(tmp_path), spark_master=master, standby_workers=0), advertise)
     try:
-        pool.register_connection(_hello(pool, "w-standby", procs["w-standby"], master, ""))
+        pool.register_connection(_hello(pool, standby, procs[standby], master, ""))
         taken: list = []
         t0 = time.monotonic()
         taker = threading.Thread(target=lambda: taken.append(pool.take(master, "resumed")), daemon=True)
         taker.start()
         taker.join(2.0)  # four times the short wait
-        assert not taken, "the job took the standby instead of waiting for its own orphan"
+        assert not taken, (f"the job took the standby instead of waiting for its own orphan (expected: "
+                           f"{pool._expected}, its process alive: {procs[mine].poll() is None})")
         if job_orphan_exits:  # an orphan that exits (its round outlived its grace) is not waited for
-            procs["w-job"].kill()
+            procs[mine].kill()
             taker.join(10)
-            assert [h.id for h in taken] == ["w-standby"]
+            assert [h.id for h in taken] == [standby]
         else:
-            pool.register_connection(_hello(pool, "w-job", procs["w-job"], master, "resumed"))
+            pool.register_connection(_hello(pool, mine, procs[mine], master, "resumed"))
             taker.join(10)
-            assert [h.id for h in taken] == ["w-job"]
-            assert pool.handles["w-standby"].state.value == "IDLE"  # still the standby
+            assert [h.id for h in taken] == [mine]
+            assert pool.handles[standby].state.value == "IDLE"  # still the standby
         assert time.monotonic() - t0 < 12
         assert not [h for h in pool.handles.values() if not h.adopted], "the pool started a worker"
     finally:
