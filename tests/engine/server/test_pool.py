@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -40,6 +41,16 @@ def test_the_worker_link_breaks_on_a_missed_ping_only_after_the_heartbeat_timeou
     assert dict(worker_keepalive(1))["grpc.keepalive_timeout_ms"] == 5_000  # never below gRPC's usual 5 s
 
 
+def _wait_exec(pid: int, wid: str) -> None:
+    """Wait until ``pid`` shows its own command line: Popen returns as soon as the child starts
+    its exec, and /proc/<pid>/cmdline is empty until the exec is done (most of the time when read
+    at once), so the pool would take a stand-in read at once for a process that is no worker."""
+    deadline = time.monotonic() + 10
+    while wid.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):
+        assert time.monotonic() < deadline, f"process {pid} did not show its command line within 10 s"
+        time.sleep(0.01)
+
+
 def _orphans(tmp_path, advertise: str, master: str, jobs: dict[str, str]) -> dict[str, subprocess.Popen]:
     """Live processes the pool takes for a dead controller's workers (their command line is a
     worker's), each noted under <home>/run/workers as that controller noted it."""
@@ -49,6 +60,7 @@ def _orphans(tmp_path, advertise: str, master: str, jobs: dict[str, str]) -> dic
     for wid, job in jobs.items():
         procs[wid] = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)",
                                        "-m", "lockgate.server.worker", "--id", wid])
+        _wait_exec(procs[wid].pid, wid)
         (run_dir / f"{wid}.json").write_text(json.dumps(
             {"pid": procs[wid].pid, "controller": advertise, "master": master, "job": job}))
     return procs
