@@ -176,6 +176,9 @@ class CycleRunner:
         }
         #: input rows of the last round this runner ran (None before the first)
         self._last_rows_in: int | None = None
+        #: input rows of the round running, when the driver counted every source's before any
+        #: Spark work (tables made on the driver, files counted by their footers); None otherwise
+        self._counted_rows_in: int | None = None
         #: rows each sink staged in the last round this runner ran
         self._last_staged_rows: dict[str, int] = {}
         self.driver_snapshot_rows = driver_rows("LOCKGATE_DRIVER_SNAPSHOT_ROWS")
@@ -207,12 +210,20 @@ class CycleRunner:
         self._shape_rounds: dict[tuple[Any, ...], int] = {}
         self._template_after = round_template.build_after() if self._templates_on else 0
 
+    def _rows_in_estimate(self) -> int | None:
+        """Input rows the round's tails are sized by: the last round's, or in a runner's first
+        round the round's own when the driver counted them (None: unknown)."""
+        return self._last_rows_in if self._last_rows_in is not None else self._counted_rows_in
+
     def _layer_estimate(self, table: str, write: TableWrite) -> int | None:
         """Rows the layer about to be written may hold; None when unknown (then Spark writes it)."""
         last = self._last_layer_rows.get(table)
-        if last is None or self._last_rows_in is None:
+        if last is None and self._last_rows_in is None and self._counted_rows_in is not None:
+            last = 0  # a runner's first round: its delta is sized by the window's counted input
+        rows_in = self._rows_in_estimate()
+        if last is None or rows_in is None:
             return None
-        pending = max(last, self._last_rows_in)
+        pending = max(last, rows_in)
         state = self._state_in.get(table)
         chain = 0 if state is None else state.rows
         if write.kind == "delta":
@@ -324,9 +335,21 @@ class CycleRunner:
 
     def _stages_small(self, name: str) -> bool:
         """Whether sink ``name`` stages its next round from the driver: its last round was
-        small and its columns are of types the driver writes as Spark does (the first round
-        of a runner always goes through Spark, which also tells the size)."""
-        return within(self._last_staged_rows.get(name), self.driver_stage_rows) and bool(self._sink_on_driver.get(name))
+        small (in a runner's first round: the round's input, when the driver counted it; when
+        not, the first round goes through Spark, which tells the size) and its columns are of
+        types the driver writes as Spark does."""
+        last = self._last_staged_rows.get(name)
+        if last is None and self._last_rows_in is None:
+            last = self._counted_rows_in
+        return within(last, self.driver_stage_rows) and bool(self._sink_on_driver.get(name))
+
+    def _counted_before(self, round_: _Round) -> int | None:
+        """The round's input rows when the driver counted every source's while the round was
+        built (no source counted by a Spark metric); None otherwise."""
+        heads = [head.vertex.id for walk in self._walks for head in walk.heads]
+        if round_.observations or not heads or any(vid not in round_.counts for vid in heads):
+            return None
+        return sum(int(round_.counts[vid][0]) for vid in heads)
 
     def _stage(
         self, name: str, df: DataFrame, sink: dict[str, Any], window: int, attempt: int,
@@ -662,6 +685,12 @@ class CycleRunner:
 
             # snapshots first: they compute the round's cached state the sinks then reuse
             t2 = time.perf_counter()
+            if self._last_rows_in is None:
+                # a runner's first round sizes its tails by its input, when the driver counted it
+                self._counted_rows_in = self._counted_before(round_)
+                if self._counted_rows_in is not None:
+                    for name, df, sink_cfg in sinks:
+                        self._stages_on_driver(name, sink_cfg, df)
             snapshot_uri = None
             manifest: dict[str, Any] = {}
             layers = [self._plan_layer(table, ctx.state_out[table], restore) for table in state_tables]
@@ -696,6 +725,7 @@ class CycleRunner:
             self._raise_data_error(exc)
             raise
         finally:
+            self._counted_rows_in = None
             ctx.release()
         rows_out = sum(int(s.get("rows", 0)) for n, s in staged.items() if not n.startswith("late."))
         return CycleResult(

@@ -1,7 +1,8 @@
 """The cycle runner's write paths: a round's small output and state go through the driver
-(collected with ``toArrow``, one Parquet file each) after the runner's first round has
-measured them; large ones, and every round with the driver paths off, through Spark's
-writers. Both paths give the same committed output. And a round runs the ExecutionGraph
+(collected with ``toArrow``, one Parquet file each), sized by the last round's rows or, in a
+runner's first round, by the round's input when the driver counted it (else that first round
+measures them through Spark); large ones, and every round with the driver paths off, through
+Spark's writers. Both paths give the same committed output. And a round runs the ExecutionGraph
 (the plan ``explain`` prints), in its order, or refuses one it cannot run."""
 
 from __future__ import annotations
@@ -78,14 +79,60 @@ def _rows(out: str) -> list[tuple]:
     return sorted(zip(*(t[c].to_pylist() for c in ("lg_window", "auction", "bids", "top")), strict=True))
 
 
-def test_small_rounds_stage_from_the_driver_after_the_first(tmp_path, spark):
-    out = _run(tmp_path, "driver")
+def test_small_rounds_stage_from_the_driver_from_the_first_when_the_driver_counted_its_input(tmp_path, spark):
+    out = _run(tmp_path, "driver")  # the generator's records are made, and counted, on the driver
     windows = _emitting(out)
     assert windows == list(range(FIRST, FIRST + WINDOWS))  # every round commits (maybe no rows)
-    assert _written_by_spark(out, FIRST)  # the first round of a runner measures through Spark
-    assert not any(_written_by_spark(out, w) for w in windows[1:])
+    assert not any(_written_by_spark(out, w) for w in windows)
     snapshots = glob.glob(f"{tmp_path}/driver/home/**/per_auction.main/*.parquet", recursive=True)
-    assert any(f.endswith("part-00000-driver.parquet") for f in snapshots)
+    assert snapshots and all(f.endswith("part-00000-driver.parquet") for f in snapshots)
+
+
+CSV_PIPELINE = '''
+from datetime import timedelta
+
+import lockgate as lg
+
+pipeline = lg.Pipeline("csv_paths", cycle_window=timedelta(seconds=5), parallelism=2)
+bids = pipeline.source(lg.FileSource({src!r}, format="csv", schema="auction BIGINT, price BIGINT, ts TIMESTAMP",
+                                     event_time="ts"), name="bids")
+(bids.key_by("auction").window(lg.Tumbling(timedelta(seconds=10)))
+     .aggregate(bids=lg.count(), top=lg.max("price"), name="per_auction")
+     .sink(lg.FileSink({out!r}), name="out"))
+'''
+
+
+def test_a_first_round_whose_input_spark_counts_measures_through_spark(tmp_path, spark):
+    """A CSV file's records are counted by the round's own Spark job, so the runner's first round
+    has no size to go by: it goes through Spark's writers, and the rounds after it through the
+    driver. The output is the aggregate pandas computes over the same file."""
+    import pandas as pd
+
+    start = pd.Timestamp(FIRST * 5, unit="s")
+    rows = [(a % 7, (a * 37) % 101, start + pd.Timedelta(milliseconds=a * 97)) for a in range(200)]  # 19.4 s
+    src = tmp_path / "bids"
+    src.mkdir()
+    frame = pd.DataFrame(rows, columns=["auction", "price", "ts"])
+    frame.assign(ts=frame.ts.dt.strftime("%Y-%m-%d %H:%M:%S.%f")).to_csv(src / "bids.csv", index=False)
+    out = tmp_path / "out"
+    path = tmp_path / "csv_paths.py"
+    path.write_text(CSV_PIPELINE.format(src=str(src), out=str(out)))
+    client = EmbeddedClient(home=str(tmp_path / "home"))
+    try:
+        assert client.run(f"{path}:pipeline", first=FIRST, last=FIRST + WINDOWS - 1).state == "FINISHED"
+    finally:
+        client.close()
+    windows = _emitting(str(out))
+    assert windows == list(range(FIRST, FIRST + WINDOWS))
+    assert _written_by_spark(str(out), FIRST)
+    assert not any(_written_by_spark(str(out), w) for w in windows[1:])
+    got = pq.read_table(str(out)).to_pandas()
+    frame["window_start"] = frame.ts.dt.floor("10s")
+    want = frame.groupby(["window_start", "auction"]).agg(bids=("price", "size"), top=("price", "max")).reset_index()
+    assert len(want) == 14  # two 10 s windows, each with all 7 auctions
+    got_rows = sorted((pd.Timestamp(r.window_start).tz_localize(None), r.auction, r.bids, r.top)
+                      for r in got.itertuples())
+    assert got_rows == sorted((r.window_start, r.auction, r.bids, r.top) for r in want.itertuples())
 
 
 def test_driver_paths_off_give_the_same_output(tmp_path, spark, monkeypatch):
@@ -103,6 +150,7 @@ def test_driver_paths_off_give_the_same_output(tmp_path, spark, monkeypatch):
 def test_a_sink_over_the_limit_stays_on_spark(tmp_path, spark, monkeypatch):
     monkeypatch.setenv("LOCKGATE_DRIVER_STAGE_ROWS", "1")
     out = _run(tmp_path, "big")
+    assert _written_by_spark(out, FIRST)  # a first round whose counted input is over the limit too
     rows = {w: pq.read_table(f"{out}/lg_window={w}").num_rows for w in _emitting(out)}
     after_big = [w for w in rows if rows.get(w - 1, 0) > 1]  # the round before staged over the limit
     assert after_big and all(_written_by_spark(out, w) for w in after_big)
@@ -259,8 +307,8 @@ def test_a_runner_refuses_an_execution_graph_it_cannot_run(tmp_path, spark):
 
 
 def test_a_small_round_collects_its_state_and_output_in_one_spark_job(tmp_path, spark):
-    """After the first round (which measures through Spark), a round whose state delta and
-    sink output both go through the driver computes and collects them with one Spark action
+    """A round whose state delta and sink output both go through the driver (from the first
+    round: the generator's records are counted on the driver) computes and collects them with one Spark action
     (its jobs: the broadcasts its plan needs, then the collect), not one action each. The
     round's jobs are found by their job group, and the action that started each by the call
     site Spark names its stages after."""
@@ -286,6 +334,5 @@ def test_a_small_round_collects_its_state_and_output_in_one_spark_job(tmp_path, 
         rows.append(result.staged["out"]["rows"])
         assert result.snapshot_manifest["per_auction.main"]["layers"]
     assert sum(rows[1:]) > 0
-    assert len(actions[0]) >= 2, actions[0]  # the first round: Spark's writers, one per tail
-    for names in actions[1:]:
+    for names in actions:
         assert len(names) == 1 and re.search(r"^toArrow at .*lockgate/runtime/one_job\.py:\d+$", *names), names
