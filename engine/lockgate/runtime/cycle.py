@@ -176,8 +176,8 @@ class CycleRunner:
         }
         #: input rows of the last round this runner ran (None before the first)
         self._last_rows_in: int | None = None
-        #: input rows of the round running, when the driver counted every source's before any
-        #: Spark work (tables made on the driver, files counted by their footers); None otherwise
+        #: in a runner's first round, its input rows when the driver counted every source's before
+        #: any Spark work (tables made on the driver, files counted by their footers); None otherwise
         self._counted_rows_in: int | None = None
         #: rows each sink staged in the last round this runner ran
         self._last_staged_rows: dict[str, int] = {}
@@ -218,7 +218,7 @@ class CycleRunner:
     def _layer_estimate(self, table: str, write: TableWrite) -> int | None:
         """Rows the layer about to be written may hold; None when unknown (then Spark writes it)."""
         last = self._last_layer_rows.get(table)
-        if last is None and self._last_rows_in is None and self._counted_rows_in is not None:
+        if last is None and self._counted_rows_in is not None:
             last = 0  # a runner's first round: its delta is sized by the window's counted input
         rows_in = self._rows_in_estimate()
         if last is None or rows_in is None:
@@ -338,9 +338,7 @@ class CycleRunner:
         small (in a runner's first round: the round's input, when the driver counted it; when
         not, the first round goes through Spark, which tells the size) and its columns are of
         types the driver writes as Spark does."""
-        last = self._last_staged_rows.get(name)
-        if last is None and self._last_rows_in is None:
-            last = self._counted_rows_in
+        last = self._last_staged_rows.get(name, self._counted_rows_in)
         return within(last, self.driver_stage_rows) and bool(self._sink_on_driver.get(name))
 
     def _counted_before(self, round_: _Round) -> int | None:

@@ -80,8 +80,7 @@ def test_a_resumed_job_waits_for_the_live_orphan_that_ran_it_past_the_short_adop
     monkeypatch.setattr(pool_module, "ADOPT_WAIT_S", 0.5)
     monkeypatch.setattr(pool_module, "ADOPT_JOB_WAIT_S", 30.0)
     master, advertise = "local[1]", "unix:" + str(tmp_path / "workers.sock")
-    # ids of their own per case: a pool of the case before, still reaping, never mistakes these for its own
-    standby, mine = f"w-standby-{int(job_orphan_exits)}", f"w-job-{int(job_orphan_exits)}"
+    standby, mine = "w-standby", "w-job"
     procs = _orphans(tmp_path, advertise, master, {standby: "", mine: "resumed"})
     # no standby target: a pool one standby short would start a real worker while the test runs
     pool = WorkerPool(ServerConfig(home=str(tmp_path), spark_master=master, standby_workers=0), advertise)
