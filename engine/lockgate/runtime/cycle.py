@@ -58,8 +58,8 @@ from .codegen import codegen_rows, round_codegen
 from .compaction import TableWrite, max_deltas, plan_write
 from .context import CycleContext
 from .invalid import CORRUPT, FLAG, clean, describe, every_column, header_mismatch, rule_of, timeless
-from .layered_state import LayeredState, StateDelta
-from .one_job import collect_together, packable
+from .layered_state import LayeredState, StateDelta, delta_rows
+from .one_job import collect_together, pack, packable, unpack
 from .plan_template import TemplateError, supported
 from .results import CycleResult, RestorePoint, late_sink_config
 from .settings import count_setting, within
@@ -209,6 +209,8 @@ class CycleRunner:
         #: from the round after ``_template_after`` of them
         self._shape_rounds: dict[tuple[Any, ...], int] = {}
         self._template_after = round_template.build_after() if self._templates_on else 0
+        #: the round running, when bound from its template: (template, inputs, bound values)
+        self._bound: tuple[round_template.RoundTemplate, dict[str, DataFrame], dict[str, int]] | None = None
 
     def _rows_in_estimate(self) -> int | None:
         """Input rows the round's tails are sized by: the last round's, or in a runner's first
@@ -318,20 +320,50 @@ class CycleRunner:
         collected by one Spark action when there are several (:mod:`lockgate.runtime.one_job`):
         the first collect would compute the round, and each further one read it back. Returns
         their rows by state table and by sink (both empty when fewer than two go)."""
-        tables = [(layer.table, layer.write.rows) for layer in layers if layer.on_driver and not layer.nothing]
+        chosen = [layer for layer in layers if layer.on_driver and not layer.nothing]
+        tables = [(layer.table, layer.write.rows) for layer in chosen]
         outputs = [(name, df) for name, df, _cfg in sinks if self._stages_small(name)]
-        frames = [df for _, df in tables + outputs]
-        if len(frames) < 2 or not all(packable(df) for df in frames):
+        if len(tables) + len(outputs) < 2:
             return {}, {}
         if self._large_var_types is None:
             self._large_var_types = self.spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
         # asked every round (a few Py4J calls): executors may still be registering at the first
         # round, and a cluster with dynamic allocation grows and shrinks
         cores = _cluster_cores(self.spark)
-        collected = collect_together(frames, self._large_var_types, tasks=cores or None)
+        collected = None
+        if self._bound is not None and all(layer.write.kind == DELTA for layer in chosen):
+            collected = self._collect_bound([t for t, _ in tables], [n for n, _ in outputs], cores)
+        if collected is None:
+            frames = [df for _, df in tables + outputs]
+            if not all(packable(df) for df in frames):
+                return {}, {}
+            collected = collect_together(frames, self._large_var_types, tasks=cores or None)
         split = len(tables)
         return ({t: rows for (t, _), rows in zip(tables, collected[:split], strict=True)},
                 {n: rows for (n, _), rows in zip(outputs, collected[split:], strict=True)})
+
+    def _collect_bound(self, tables: list[str], outputs: list[str], cores: int) -> list[pa.Table] | None:
+        """The tails of a round bound from its template (each state table's delta rows, each
+        sink's output), collected by one action whose union is bound from the template too
+        (built once per choice of tails); None when the template cannot keep it."""
+        assert self._bound is not None
+        template, inputs, values = self._bound
+
+        def parts(built: round_template.RoundFrames) -> list[DataFrame]:
+            by_sink = {name: df for name, df, _cfg in built.sinks}
+            return [delta_rows(built.state_out[t]) for t in tables] + [by_sink[n] for n in outputs]
+
+        def make(frames: list[DataFrame]) -> DataFrame:
+            if not all(packable(df) for df in frames):
+                raise TemplateError("tails with duplicate column names are collected one by one")
+            return pack(frames, tasks=cores or None)
+
+        try:
+            union, schemas = template.derived(("tails", tuple(tables), tuple(outputs), cores), parts, make,
+                                              inputs, values)
+        except (TemplateError, AnalysisException, Py4JJavaError):
+            return None
+        return unpack(union.toArrow(), schemas, bool(self._large_var_types))
 
     def _stages_small(self, name: str) -> bool:
         """Whether sink ``name`` stages its next round from the driver: its last round was
@@ -599,10 +631,12 @@ class CycleRunner:
             return None
         values = {b: getattr(ctx, b) for b in round_template.BOUNDS}
         values.update({f"horizon:{t}": s.horizon[1] for t, s in state.items() if s.horizon is not None})
+        inputs = self._template_inputs(pieces, state)
         try:
-            built = template.bind(self._template_inputs(pieces, state), values, ctx.cache)
+            built = template.bind(inputs, values, ctx.cache)
         except TemplateError:
             return None  # e.g. rows too many for a LocalRelation this round: built step by step
+        self._bound = (template, inputs, values)
         ctx.state_out.update(built.state_out)
         for vid, piece in pieces.items():
             round_.positions[vid] = piece.position
@@ -724,6 +758,7 @@ class CycleRunner:
             raise
         finally:
             self._counted_rows_in = None
+            self._bound = None
             ctx.release()
         rows_out = sum(int(s.get("rows", 0)) for n, s in staged.items() if not n.startswith("late."))
         return CycleResult(

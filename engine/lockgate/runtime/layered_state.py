@@ -25,6 +25,8 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, StructField, StructType
 
+from .file_reads import FileReads
+
 #: the tombstone flag of a delta's rows (true: the identity was removed)
 DELETED = "__lg_del"
 _RANK = "__lg_rank"
@@ -203,13 +205,14 @@ class LayeredState:
         """The plain file reads the layers' frames are built on, by name (``base``, ``deltas`` or
         ``layer<i>``): what a round's plan template swaps for each round's layers."""
         with_flag = StructType([*self.schema.fields, StructField(DELETED, BooleanType(), True)])
+        files = FileReads.of(self.spark)
         if not self._one_delta_read():
-            return {f"layer{i}": self.spark.read.schema(with_flag if is_delta else self.schema).parquet(uri)
+            return {f"layer{i}": files.parquet(with_flag if is_delta else self.schema, [uri])
                     for i, (uri, is_delta) in enumerate(self.layers)}
         out = {}
         if not self.layers[0][1]:
-            out["base"] = self.spark.read.schema(self.schema).parquet(self.layers[0][0])
-        out["deltas"] = self.spark.read.schema(with_flag).parquet(*[uri for uri, d in self.layers if d])
+            out["base"] = files.parquet(self.schema, [self.layers[0][0]])
+        out["deltas"] = files.parquet(with_flag, [uri for uri, d in self.layers if d])
         return out
 
     def shape(self) -> tuple[object, ...]:

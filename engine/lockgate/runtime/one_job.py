@@ -60,6 +60,14 @@ def collect_together(frames: list[DataFrame], large_types: bool = False, tasks: 
     """
     if len(frames) == 1:
         return [frames[0].toArrow()]
+    return unpack(pack(frames, tasks).toArrow(), [df.schema for df in frames], large_types)
+
+
+def pack(frames: list[DataFrame], tasks: int | None = None) -> DataFrame:
+    """The union that :func:`collect_together` collects: each frame's rows in a struct column of
+    their own, tagged with the frame's position (``tasks``: at most this many tasks in its last
+    stage). A round template keeps it (:mod:`lockgate.runtime.round_template`), so a round bound
+    from one does not build and analyse it again."""
     names = [f"__lg_t{i}" for i in range(len(frames))]
     types = [_ddl(df.schema) for df in frames]
     union = None
@@ -74,13 +82,18 @@ def collect_together(frames: list[DataFrame], large_types: bool = False, tasks: 
     assert union is not None
     if tasks is not None:
         union = union.coalesce(max(1, tasks))
-    table = union.toArrow()
+    return union
+
+
+def unpack(table: pa.Table, schemas: list[StructType], large_types: bool = False) -> list[pa.Table]:
+    """The collected rows of a :func:`pack` of frames of ``schemas``, split back into each frame's
+    table as its ``toArrow`` would give it (same columns, types and nullability)."""
     tags = table[TAIL]
     out = []
-    for i, df in enumerate(frames):
-        want = to_arrow_schema(df.schema, error_on_duplicated_field_names_in_struct=True, timezone="UTC",
+    for i, schema in enumerate(schemas):
+        want = to_arrow_schema(schema, error_on_duplicated_field_names_in_struct=True, timezone="UTC",
                                prefers_large_types=large_types)
-        rows = table.filter(pc.equal(tags, i))[names[i]].combine_chunks()
+        rows = table.filter(pc.equal(tags, i))[f"__lg_t{i}"].combine_chunks()
         if len(rows) == 0:
             out.append(want.empty_table())
             continue
@@ -88,4 +101,4 @@ def collect_together(frames: list[DataFrame], large_types: bool = False, tasks: 
     return out
 
 
-__all__ = ["TAIL", "collect_together", "packable"]
+__all__ = ["TAIL", "collect_together", "pack", "packable", "unpack"]

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
 
 from .layered_state import StateDelta
 from .plan_template import PlanTemplate, offset_of, sentinel
@@ -95,6 +96,13 @@ class RoundTemplate:
     state_tables: list[str]
     #: the operators the round runs, in order (as the runner reports them)
     run_order: list[str]
+    #: the inputs and bounds the template was built over: what a frame derived from the round's
+    #: frames (:meth:`derived`) is built over, once
+    inputs: dict[str, DataFrame] = field(default_factory=dict)
+    sentinels: dict[str, int] = field(default_factory=dict)
+    #: frames derived from the round's frames, by the key they were asked for: their template
+    #: and the schemas of the frames they were made of
+    _derived: dict[Any, tuple[PlanTemplate, list[StructType]]] = field(default_factory=dict)
 
     @classmethod
     def of_round(
@@ -123,7 +131,31 @@ class RoundTemplate:
                                  d.identity, expire, d.count_first, d.empty))
         cached = [index(df) for df in built.cached]
         plans = PlanTemplate.of_frames(spark, frames, inputs, sentinels)
-        return cls(plans, sinks, deltas, cached, list(built.state_tables), list(run_order))
+        return cls(plans, sinks, deltas, cached, list(built.state_tables), list(run_order), dict(inputs),
+                   dict(sentinels))
+
+    def derived(
+        self,
+        key: Any,
+        parts: Callable[[RoundFrames], list[DataFrame]],
+        make: Callable[[list[DataFrame]], DataFrame],
+        inputs: Mapping[str, DataFrame],
+        values: Mapping[str, int],
+    ) -> tuple[DataFrame, list[StructType]]:
+        """A frame made of the round's frames, over this round's ``inputs`` and ``values``, and the
+        schemas of the frames it was made of: ``make(parts(frames))``, built and kept once per
+        ``key`` over the template's own frames (the same ``parts`` for the same key), then bound as
+        the round's frames are. A round's tails collected in one union
+        (:func:`~lockgate.runtime.one_job.pack`) are built this way, not analysed again each round.
+        Raises :class:`~lockgate.runtime.plan_template.TemplateError` when it cannot be kept."""
+        kept = self._derived.get(key)
+        if kept is None:
+            frames = self.bind(self.inputs, self.sentinels, lambda df: df)
+            made_of = parts(frames)
+            plan = PlanTemplate.of_frames(self.plans.spark, [make(made_of)], self.inputs, self.sentinels)
+            kept = self._derived[key] = (plan, [df.schema for df in made_of])
+        plan, schemas = kept
+        return plan.bind_all(inputs, {p: values[p] for p in plan.params})[0], schemas
 
     def bind(
         self, inputs: Mapping[str, DataFrame], values: Mapping[str, int], hold: Callable[[DataFrame], DataFrame]

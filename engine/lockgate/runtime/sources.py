@@ -32,6 +32,7 @@ from .availability import (
     slice_column,
     slices_by_arrival,
 )
+from .file_reads import FileReads
 from .invalid import flagged, reader_options, reader_schema
 
 __all__ = ["SourceSlice", "SourceSpan", "read_slice", "read_span", "source_schema"]
@@ -161,8 +162,7 @@ def read_slice(
                 rows += counted or 0
         if not chosen:
             return SourceSlice(spark.createDataFrame([], schema), {"until_us": end_us, "files": 0}, empty=True)
-        raw = spark.read.format(cfg["format"]).schema(reader_schema(cfg, schema)).options(
-            **reader_options(cfg)).load(chosen)
+        raw = FileReads.of(spark).load(cfg["format"], reader_schema(cfg, schema), reader_options(cfg), chosen)
         if inside:
             # The files hold exactly the slice: no filter, and so no bounds as literals in Spark's
             # generated code, which each new window's bounds would compile (and warm up) again:
