@@ -138,6 +138,16 @@ class _LayerWrite:
         """The plan proves the delta holds no rows: nothing is written."""
         return self.count_first and self.delta.empty
 
+    @property
+    def of_delta(self) -> str | None:
+        """How the rows written are made of the round's delta alone: ``"rows"`` (its upserts and
+        tombstones: a delta layer), ``"upserts"`` (a table's first layer); None: a fold of the chain."""
+        if self.write.kind == DELTA:
+            return "rows"
+        if self.write.kind == BASE and self.write.rows is self.delta.upserts:
+            return "upserts"
+        return None
+
 
 @dataclass
 class _Round:
@@ -331,8 +341,9 @@ class CycleRunner:
         # round, and a cluster with dynamic allocation grows and shrinks
         cores = _cluster_cores(self.spark)
         collected = None
-        if self._bound is not None and all(layer.write.kind == DELTA for layer in chosen):
-            collected = self._collect_bound([t for t, _ in tables], [n for n, _ in outputs], cores)
+        if self._bound is not None and all(layer.of_delta is not None for layer in chosen):
+            collected = self._collect_bound([(layer.table, str(layer.of_delta)) for layer in chosen],
+                                            [n for n, _ in outputs], cores)
         if collected is None:
             frames = [df for _, df in tables + outputs]
             if not all(packable(df) for df in frames):
@@ -342,16 +353,21 @@ class CycleRunner:
         return ({t: rows for (t, _), rows in zip(tables, collected[:split], strict=True)},
                 {n: rows for (n, _), rows in zip(outputs, collected[split:], strict=True)})
 
-    def _collect_bound(self, tables: list[str], outputs: list[str], cores: int) -> list[pa.Table] | None:
-        """The tails of a round bound from its template (each state table's delta rows, each
-        sink's output), collected by one action whose union is bound from the template too
-        (built once per choice of tails); None when the template cannot keep it."""
+    def _collect_bound(
+        self, tables: list[tuple[str, str]], outputs: list[str], cores: int
+    ) -> list[pa.Table] | None:
+        """The tails of a round bound from its template (each state table's delta, as
+        ``(table, of_delta)``: :attr:`_LayerWrite.of_delta`; each sink's output), collected by one
+        action whose union is bound from the template too (built once per choice of tails); None
+        when the template cannot keep it."""
         assert self._bound is not None
         template, inputs, values = self._bound
 
         def parts(built: round_template.RoundFrames) -> list[DataFrame]:
             by_sink = {name: df for name, df, _cfg in built.sinks}
-            return [delta_rows(built.state_out[t]) for t in tables] + [by_sink[n] for n in outputs]
+            rows = [delta_rows(built.state_out[t]) if form == "rows" else built.state_out[t].upserts
+                    for t, form in tables]
+            return rows + [by_sink[n] for n in outputs]
 
         def make(frames: list[DataFrame]) -> DataFrame:
             if not all(packable(df) for df in frames):

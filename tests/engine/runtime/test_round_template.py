@@ -188,3 +188,48 @@ def test_a_shape_keeps_its_template_after_two_rounds_by_default(monkeypatch):
     monkeypatch.setenv("LOCKGATE_ROUND_TEMPLATE_AFTER", "two")
     with pytest.raises(ValueError, match="LOCKGATE_ROUND_TEMPLATE_AFTER='two' is not a number of rounds"):
         round_template.build_after()
+
+
+def test_a_frame_derived_from_the_round_is_kept_once_and_bound_each_round(spark, tmp_path):
+    """What a bound round collects its tails by (``RoundTemplate.derived``): built once over the
+    template's own frames, then bound to each round's reads and bounds, equal to pandas."""
+    from pyspark.sql import functions as F
+
+    from lockgate.runtime.one_job import pack, unpack
+    from lockgate.runtime.round_template import RoundFrames, RoundTemplate, parameters
+
+    schema = "k string, v long, t long"
+    frames = {}
+    for w in range(3):
+        part = pd.DataFrame({"k": [f"k{i % 3}" for i in range(10)], "v": [w * 100 + i for i in range(10)],
+                             "t": list(range(10))})
+        part.to_parquet(tmp_path / f"w{w}.parquet")
+        frames[w] = part
+
+    def read(w):
+        return spark.read.schema(schema).parquet(str(tmp_path / f"w{w}.parquet"))
+
+    sentinels = parameters([])
+    first = read(0)
+    kept = first.filter(F.col("t") >= F.lit(sentinels["watermark_us"]))
+    totals = kept.groupBy("k").agg(F.sum("v").alias("total"))
+    template = RoundTemplate.of_round(spark, RoundFrames([("low", kept, {}), ("totals", totals, {})], {}, [], []),
+                                      {"source:x": first}, sentinels, [])
+    made = []
+
+    def make(parts):
+        made.append(len(parts))
+        return pack(parts)
+
+    def parts(built):
+        return [df for _name, df, _cfg in built.sinks]
+
+    for w, low in ((1, 4), (2, 7)):
+        values = {name: 0 for name in sentinels} | {"watermark_us": low}
+        union, schemas = template.derived(("tails",), parts, make, {"source:x": read(w)}, values)
+        rows, sums = unpack(union.toArrow(), schemas)
+        expected = frames[w][frames[w]["t"] >= low]
+        assert sorted(rows.column("v").to_pylist()) == sorted(expected["v"].tolist())
+        got = dict(zip(sums.column("k").to_pylist(), sums.column("total").to_pylist(), strict=True))
+        assert got == expected.groupby("k")["v"].sum().to_dict()
+    assert made == [2], "the union is built once, then bound"
