@@ -197,9 +197,9 @@ class LayeredState:
         return out
 
     def _one_delta_read(self) -> bool:
-        """Whether the deltas are read in one read: two or more of them, after at most one base."""
+        """Whether the deltas are read in one read: one or more of them, after at most one base."""
         kinds = [is_delta for _, is_delta in self.layers]
-        return kinds.count(True) >= 2 and kinds.count(False) <= 1 and kinds == sorted(kinds)
+        return kinds.count(True) >= 1 and kinds.count(False) <= 1 and kinds == sorted(kinds)
 
     def reads(self) -> dict[str, DataFrame]:
         """The plain file reads the layers' frames are built on, by name (``base``, ``deltas`` or
