@@ -40,6 +40,11 @@ def enabled() -> bool:
     return os.environ.get("LOCKGATE_FILE_READS", "copy").strip().lower() != "spark"
 
 
+def _classic(spark: SparkSession) -> bool:
+    """Whether ``spark`` has a driver JVM here (a classic session, not Spark Connect)."""
+    return getattr(spark, "_jsparkSession", None) is not None
+
+
 def _path_part(uri: str) -> str:
     """The path of ``uri`` without its scheme and authority, and without a trailing slash."""
     path = urlsplit(uri).path if "://" in uri or uri.startswith("file:") else uri
@@ -78,7 +83,8 @@ _OF_SESSION: weakref.WeakKeyDictionary[SparkSession, FileReads] = weakref.WeakKe
 
 class FileReads:
     """Reads of files by format, schema and options, each kind's first read made by ``spark.read``
-    and the later ones copied from it (see the module's docstring)."""
+    and the later ones copied from it (see the module's docstring). On a Spark Connect session every read is
+    made by ``spark.read``: a copy needs the driver's JVM."""
 
     @classmethod
     def of(cls, spark: SparkSession) -> FileReads:
@@ -91,7 +97,9 @@ class FileReads:
 
     def __init__(self, spark: SparkSession, copy: bool | None = None):
         self.spark = spark
-        self.copy = enabled() if copy is None else copy
+        # a copy is built in the driver's JVM: a Spark Connect session has none here, so every read
+        # of one is made by ``spark.read`` (the server resolves it)
+        self.copy = (enabled() if copy is None else copy) and _classic(spark)
         #: (format, schema JSON, options) -> the kind's first read (None: never copied)
         self._prototypes: dict[tuple[Any, ...], _Prototype | None] = {}
         self._jvm: Any = None
