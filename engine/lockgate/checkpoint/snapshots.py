@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -122,18 +123,25 @@ class SnapshotStore:
             files.append({"path": relative, "size": info.size})
         return {"files": files, "rows": rows}
 
-    def write_table(self, snapshot_uri: str, operator: str, table: pa.Table) -> dict[str, Any]:
+    def write_table(
+        self, snapshot_uri: str, operator: str, table: pa.Table, sort_by: Sequence[str] = (),
+        row_group_rows: int | None = None,
+    ) -> dict[str, Any]:
         """Write one operator's state, collected on the driver, as a single Parquet file and
         return its manifest entry. An empty state writes nothing: ``{"files": [], "rows": 0}``
-        (restored as no state, which every stateful operator treats as empty)."""
+        (restored as no state, which every stateful operator treats as empty). ``sort_by``: the
+        columns its rows are sorted by, so that each of its row groups (``row_group_rows`` rows;
+        None: pyarrow's default) holds a narrow range of them in its statistics."""
         if table.num_rows == 0:
             return {"files": [], "rows": 0}
+        if sort_by:
+            table = table.sort_by([(c, "ascending") for c in sort_by])
         fs, path = resolve(self.operator_uri(snapshot_uri, operator))
         name = "part-00000-driver.parquet"
         try:
             fs.create_dir(path, recursive=True)
             with fs.open_output_stream(f"{path}/{name}") as out:
-                pq.write_table(table, out)
+                pq.write_table(table, out, row_group_size=row_group_rows)
         except OSError as exc:
             err = self.write_error(exc, snapshot_uri, operator, direct=True)
             if err is None:

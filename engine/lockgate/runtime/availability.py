@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
@@ -56,6 +57,37 @@ def list_files(path: str) -> list[pafs.FileInfo]:
 _STATS: dict[tuple[str, int, int, str], tuple[int, int] | None] = {}
 #: rows with a value in the column, from the same footers (None: a row group without null counts)
 _ROWS: dict[tuple[str, int, int, str], int | None] = {}
+#: (min, max) of every integer column with statistics in each row group, from the same footers
+_INTEGER_RANGES: dict[tuple[str, int, int], dict[str, tuple[int, int]]] = {}
+
+
+def _integer_ranges(meta: pq.FileMetaData) -> dict[str, tuple[int, int]]:
+    """(min, max) of each top-level signed integer column of a Parquet file (by lower-cased name) whose
+    every row group has both in its statistics; nulls are not counted (a column of nulls only has
+    no range)."""
+    schema = meta.schema.to_arrow_schema()
+    out: dict[str, tuple[int, int]] = {}
+    for j in range(meta.num_columns):
+        path = meta.schema.column(j).path
+        if "." in path or schema.get_field_index(path) < 0 or not pa.types.is_signed_integer(schema.field(path).type):
+            continue
+        lo = hi = None
+        for rg in range(meta.num_row_groups):
+            st = meta.row_group(rg).column(j).statistics
+            if st is None or not st.has_min_max:
+                lo = None
+                break
+            lo = st.min if lo is None else min(lo, st.min)
+            hi = st.max if hi is None else max(hi, st.max)
+        if lo is not None and hi is not None:
+            out[path.lower()] = (int(lo), int(hi))
+    return out
+
+
+def parquet_integer_ranges(info: pafs.FileInfo) -> dict[str, tuple[int, int]] | None:
+    """The integer columns' ranges of a Parquet file, once :func:`parquet_range` read its footer
+    (None: not read)."""
+    return _INTEGER_RANGES.get((info.path, info.size or 0, info.mtime_ns or 0))
 
 
 def parquet_rows(info: pafs.FileInfo, column: str) -> int | None:
@@ -73,6 +105,7 @@ def parquet_range(fs: pafs.FileSystem, info: pafs.FileInfo, column: str) -> tupl
         try:
             with fs.open_input_file(info.path) as f:
                 meta = pq.ParquetFile(f).metadata
+            _INTEGER_RANGES[key[:3]] = _integer_ranges(meta)
             idx = meta.schema.to_arrow_schema().get_field_index(column)
             lo = hi = None
             rows: int | None = 0

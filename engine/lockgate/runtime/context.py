@@ -49,7 +49,11 @@ class CycleContext:
     invalid: dict[str, int] = field(default_factory=dict)
     #: vertex id -> bounds of the key values its output carries this round (:mod:`.key_bounds`)
     key_bounds: dict[str, list[KeyBound]] = field(default_factory=dict)
+    #: vertex id -> the (min, max) of its output's integer columns this round (:mod:`.key_ranges`)
+    key_ranges: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
     template: bool = False
+    #: a template round's parameters and their sentinels (:mod:`.round_template`)
+    sentinels: dict[str, int] = field(default_factory=dict)
 
     def iteration_folder(self, operator: str) -> str:
         """Where ``operator``'s iteration cycle keeps this window's supersteps."""

@@ -50,7 +50,7 @@ from ..checkpoint.snapshots import SnapshotStore
 from ..errors import CompileError, InvalidArgumentError, InvalidRecordsError
 from ..logs import get_logger, log_event
 from ..plan.compile import CompiledPlan
-from . import round_template
+from . import key_ranges, round_template
 from .analysis import struct_of
 from .availability import slice_column
 from .catchup import TAG, Span, one_pass, slices_by_arrival, tagged_head, translate_span
@@ -269,7 +269,8 @@ class CycleRunner:
         if layer.nothing or (collected is None and layer.count_first and layer.delta.upserts.count() == 0):
             written: dict[str, Any] = {"files": [], "rows": 0}
         else:
-            written = self._write_layer(snapshot_uri, table, write.rows, layer.on_driver, timings, collected)
+            written = self._write_layer(snapshot_uri, table, write.rows, layer.on_driver, timings, collected,
+                                        layer.delta.identity)
         self._last_layer_rows[table] = int(written["rows"])
         layers = list(write.kept)
         if written["rows"] > 0:
@@ -296,23 +297,28 @@ class CycleRunner:
 
     def _write_layer(
         self, snapshot_uri: str, table: str, df: DataFrame, on_driver: bool, timings: dict[str, float],
-        collected: pa.Table | None = None,
+        collected: pa.Table | None = None, identity: tuple[str, ...] | None = None,
     ) -> dict[str, Any]:
         """Write one layer (from the driver when it is expected to be small; ``collected``: its
         rows, already there); returns its ``{"files", "rows"}``. On the driver path the time is
         the file write alone (the collect computes the round, which the sinks then reuse); on
-        Spark's the whole write."""
+        Spark's the whole write. Its rows are sorted by the table's ``identity`` in small row
+        groups, which a lookup by key ranges skips (:mod:`.key_ranges`)."""
         if on_driver:
             if collected is None:
                 collected = df.toArrow()
             t = time.perf_counter()
-            entry = self.snapshots.write_table(snapshot_uri, table, collected)
+            entry = self.snapshots.write_table(snapshot_uri, table, collected,
+                                               key_ranges.sort_columns(identity, collected.schema),
+                                               key_ranges.LAYER_ROW_GROUP_ROWS)
         else:
             t = time.perf_counter()
+            order = key_ranges.sort_columns(identity, df.schema)
             try:
                 # microsecond UTC timestamps, as the driver path writes them: read_state gives one
                 # type whichever path wrote a layer (Spark's INT96 default reads as naive nanoseconds)
-                df.write.options(**PARQUET_OPTIONS).mode("overwrite").parquet(
+                (df.sortWithinPartitions(*order) if order else df).write.options(**PARQUET_OPTIONS).option(
+                    "parquet.block.size", str(key_ranges.LAYER_ROW_GROUP_BYTES)).mode("overwrite").parquet(
                     self.snapshots.operator_uri(snapshot_uri, table))
             except Exception as exc:  # a full disk or a refused folder: one clear error
                 err = self.snapshots.write_error(exc, snapshot_uri, table)
@@ -512,6 +518,11 @@ class CycleRunner:
             else:
                 df = df.filter(~late)
         round_.frames[v.id] = ctx.cache(df) if head.materialize else df
+        if piece.key_ranges and key_ranges.enabled():
+            # a template round ranges its keys by parameters, bound to each round's ranges
+            ctx.key_ranges[v.id] = piece.key_ranges if not ctx.template else {
+                c: (ctx.sentinels[key_ranges.parameter(v.id, c, "lo")], ctx.sentinels[key_ranges.parameter(v.id, c, "hi")])
+                for c in piece.key_ranges}
 
     def _position_before(self, source: str, window: int) -> dict[str, Any] | None:
         """Where ``source`` stood after ``window - 1``, when the round's restore point is that
@@ -575,14 +586,24 @@ class CycleRunner:
         cfg = head.vertex.config["source"]
         if piece.empty:
             return "empty"
+        ranged = ",".join(sorted(piece.key_ranges)) if key_ranges.enabled() else ""
         if slices_by_arrival(cfg):
             return None  # its late records are counted by an observation and may go to a late sink
         if (cfg["kind"] == "file" and cfg.get("format") == "parquet" and piece.raw is not None
                 and piece.df is piece.raw and piece.rows is not None):
-            return "files"
+            return f"files|{ranged}"
         if piece.table is not None and not piece.invalid:
-            return "rows"
+            return f"rows|{ranged}"
         return None
+
+    @staticmethod
+    def _range_values(pieces: dict[str, SourceSlice]) -> dict[str, int]:
+        """The key-range parameters of a round's template (:mod:`.key_ranges`), by the round's pieces."""
+        if not key_ranges.enabled():
+            return {}
+        return {key_ranges.parameter(vid, c, end): value
+                for vid, piece in sorted(pieces.items()) if not piece.empty
+                for c, rng in sorted(piece.key_ranges.items()) for end, value in zip(("lo", "hi"), rng, strict=True)}
 
     def _template_inputs(
         self, pieces: dict[str, SourceSlice], state: dict[str, LayeredState]
@@ -599,11 +620,12 @@ class CycleRunner:
     ) -> round_template.RoundTemplate | None:
         """The round of ``ctx`` built with sentinel bounds and kept as a template; None (logged
         once per shape) when it cannot be kept."""
-        sentinels = round_template.parameters([t for t, s in state.items() if s.horizon is not None])
+        sentinels = round_template.parameters([t for t, s in state.items() if s.horizon is not None],
+                                              list(self._range_values(pieces)))
         built_ctx = CycleContext(
             self.spark, ctx.window, sentinels["start_us"], sentinels["end_us"],
             prev_watermark_us=sentinels["prev_watermark_us"], watermark_us=sentinels["watermark_us"],
-            parallelism=ctx.parallelism, template=True,
+            parallelism=ctx.parallelism, template=True, sentinels=sentinels,
             state_in={t: s.with_horizon_value(sentinels[f"horizon:{t}"]) if s.horizon is not None else s
                       for t, s in state.items()},
         )
@@ -647,6 +669,7 @@ class CycleRunner:
             return None
         values = {b: getattr(ctx, b) for b in round_template.BOUNDS}
         values.update({f"horizon:{t}": s.horizon[1] for t, s in state.items() if s.horizon is not None})
+        values.update(self._range_values(pieces))
         inputs = self._template_inputs(pieces, state)
         try:
             built = template.bind(inputs, values, ctx.cache)

@@ -25,6 +25,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, StructField, StructType
 
+from . import key_ranges
 from .file_reads import FileReads
 
 #: the tombstone flag of a delta's rows (true: the identity was removed)
@@ -270,7 +271,9 @@ class LayeredState:
         frames.append(reads["deltas"].withColumn(_RANK, checked))
         return frames
 
-    def _frames(self, where: Column | None, keys: DataFrame | None, on: list[str]) -> list[DataFrame]:
+    def _frames(
+        self, where: Column | None, keys: DataFrame | None, on: list[str], ranges: Column | None = None
+    ) -> list[DataFrame]:
         frames = self._file_frames()
         frames += [df.withColumn(_RANK, self._extra_rank(i)) for i, df in enumerate(self._extra)]
         out = []
@@ -278,6 +281,8 @@ class LayeredState:
         for df in frames:
             if self.horizon is not None:
                 df = df.filter(F.col(self.horizon[0]) >= F.lit(self.horizon[1]))
+            if ranges is not None:
+                df = df.filter(ranges)
             if where is not None:
                 df = df.filter(where)
             if right is not None:
@@ -306,10 +311,17 @@ class LayeredState:
         of ``identity`` so that a newer layer's row of the same identity is filtered alike)."""
         return self._merge(self._frames(where, None, []), identity, keep_tombstones=False)
 
-    def lookup(self, identity: tuple[str, ...] | None, keys: DataFrame, on: list[str]) -> DataFrame:
+    def lookup(
+        self, identity: tuple[str, ...] | None, keys: DataFrame, on: list[str],
+        ranges: dict[str, tuple[int, int]] | None = None,
+    ) -> DataFrame:
         """The live rows whose ``on`` columns (any of the identity's: every layer's row of one
-        identity carries the same values there, so all of them or none pass) match a row of ``keys``."""
-        return self._merge(self._frames(None, keys, on), identity, keep_tombstones=False)
+        identity carries the same values there, so all of them or none pass) match a row of ``keys``.
+        ``ranges``: the (min, max) of some of ``on``'s columns over ``keys`` (:mod:`.key_ranges`):
+        every layer is first filtered by them, which lets its scan skip row groups."""
+        kept = {c: r for c, r in (ranges or {}).items() if c in on}
+        return self._merge(self._frames(None, keys, on, key_ranges.range_filter(kept)), identity,
+                           keep_tombstones=False)
 
     def lookup_where(self, identity: tuple[str, ...], keys: DataFrame, on: list[str]) -> DataFrame:
         """The live rows whose ``on`` columns (any columns, not only the identity's) match a row

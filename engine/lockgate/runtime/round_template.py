@@ -54,9 +54,10 @@ def build_after() -> int:
                          "(0 keeps a template from a shape's first round)") from None
 
 
-def parameters(horizons: list[str]) -> dict[str, int]:
-    """Every parameter of a round with state tables ``horizons`` holding a horizon, and its sentinel."""
-    names = [*BOUNDS, *[f"horizon:{t}" for t in horizons]]
+def parameters(horizons: list[str], ranges: list[str] | None = None) -> dict[str, int]:
+    """Every parameter of a round with state tables ``horizons`` holding a horizon and the key-range
+    parameters ``ranges`` (:func:`lockgate.runtime.key_ranges.parameter`), and its sentinel."""
+    names = [*BOUNDS, *[f"horizon:{t}" for t in horizons], *(ranges or [])]
     return {name: sentinel(i) for i, name in enumerate(names)}
 
 

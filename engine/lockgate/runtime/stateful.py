@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, MapType, StructType
 
 from . import aggregates as agg
-from . import panes
+from . import key_ranges, panes
 from .context import CycleContext
 from .key_bounds import KeyBound, bound_for
 from .layered_state import StateDelta, anti_join
@@ -154,13 +154,16 @@ def _session_aggregate(ctx: CycleContext, op: str, cfg: dict[str, Any], df: Data
 
 
 def running_aggregate(
-    ctx: CycleContext, op: str, cfg: dict[str, Any], df: DataFrame, bounds: list[KeyBound] | None = None
+    ctx: CycleContext, op: str, cfg: dict[str, Any], df: DataFrame, bounds: list[KeyBound] | None = None,
+    ranges: dict[str, tuple[int, int]] | None = None,
 ) -> DataFrame:
     """Totals per key over every window so far; emits the keys touched in this cycle.
 
     ``bounds``: what is known of ``df``'s key values before it is computed (:mod:`.key_bounds`);
     the state is then looked up by a bound, not by the partials' keys, so the lookup's broadcast
-    does not wait for ``df`` (extra rows it reads are untouched keys, dropped below)."""
+    does not wait for ``df`` (extra rows it reads are untouched keys, dropped below). ``ranges``:
+    the (min, max) of ``df``'s integer columns (:mod:`.key_ranges`); the lookup reads only the
+    layers' rows in the keys' ranges."""
     keys: list[str] = cfg["keys"]
     aggs = cfg["aggs"]
     # touched: the key had records this cycle (with no keys, the one global group, which
@@ -176,7 +179,7 @@ def running_aggregate(
             old = state.lookup(tuple(keys), bound.keys(), list(bound.columns))
         elif keys:
             new = _held_for_lookup(ctx, new)
-            old = state.lookup(tuple(keys), new, keys)
+            old = state.lookup(tuple(keys), new, keys, key_ranges.on(ranges, keys))
         else:
             old = state.select(())
         merged = agg.conform(
@@ -200,15 +203,19 @@ def _sortable(df: DataFrame) -> list[str]:
     ]
 
 
-def deduplicate(ctx: CycleContext, op: str, cfg: dict[str, Any], df: DataFrame, ts_col: str | None) -> DataFrame:
-    """Drop records whose key was seen before; the earliest by event time in a cycle wins."""
+def deduplicate(
+    ctx: CycleContext, op: str, cfg: dict[str, Any], df: DataFrame, ts_col: str | None,
+    ranges: dict[str, tuple[int, int]] | None = None,
+) -> DataFrame:
+    """Drop records whose key was seen before; the earliest by event time in a cycle wins
+    (``ranges``: the integer columns' ranges of ``df``, :mod:`.key_ranges`)."""
     keys: list[str] = cfg["keys"]
     order_cols = ([ts_col] if ts_col else []) + [c for c in _sortable(df) if c != ts_col]
     rank = F.row_number().over(Window.partitionBy(*keys).orderBy(*order_cols))
     first = df.withColumn("__rn", rank).filter(F.col("__rn") == 1).drop("__rn")
     state = ctx.state(op)
     if state is not None:
-        first = anti_join(first, state.lookup(tuple(keys), first, keys), keys)
+        first = anti_join(first, state.lookup(tuple(keys), first, keys, key_ranges.on(ranges, keys)), keys)
     first = ctx.cache(first)
     seen_at = F.unix_micros(F.col(ts_col)) if ts_col else F.lit(ctx.end_us)
     seen = first.select(*keys, seen_at.alias("__ts"))

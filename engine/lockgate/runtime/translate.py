@@ -20,7 +20,7 @@ from pyspark.sql.types import StructType
 
 from ..plan.logical import Partitioning, PipelineGraph, PipelineVertex
 from ..plan.physical import Cycle
-from . import stateful
+from . import key_ranges, stateful
 from .context import CycleContext
 from .interval_join import interval_join
 from .iteration import graph_compute, graph_traverse
@@ -81,6 +81,10 @@ def translate(
         bounds = passed(v.op, cfg, ctx.key_bounds[edges[0].source])
         if bounds:
             ctx.key_bounds[v.id] = bounds
+    if len(edges) == 1 and ctx.key_ranges.get(edges[0].source):
+        ranges = key_ranges.passed(v.op, cfg, ctx.key_ranges[edges[0].source])
+        if ranges:
+            ctx.key_ranges[v.id] = ranges
     df = inputs[0] if inputs else None
     if edges and edges[0].partitioning == Partitioning.KEY and v.op in ("map_batches", "sql", "filter", "select"):
         df = df.repartition(v.parallelism, *edges[0].keys)
@@ -121,9 +125,10 @@ def translate(
     if v.op == "running_aggregate":
         if cfg.get("over_updates") is not None:
             return table_aggregate(ctx, v.id, cfg, df)
-        return stateful.running_aggregate(ctx, v.id, cfg, df, ctx.key_bounds.get(edges[0].source, []))
+        return stateful.running_aggregate(ctx, v.id, cfg, df, ctx.key_bounds.get(edges[0].source, []),
+                                          ctx.key_ranges.get(edges[0].source))
     if v.op == "deduplicate":
-        return stateful.deduplicate(ctx, v.id, cfg, df, ts_of(0)[0])
+        return stateful.deduplicate(ctx, v.id, cfg, df, ts_of(0)[0], ctx.key_ranges.get(edges[0].source))
     if v.op == "join":
         return stateful.join(ctx, v.id, cfg, inputs[0], inputs[1], ts_of(0), ts_of(1))  # type: ignore[arg-type]
     if v.op == "lookup_join":
