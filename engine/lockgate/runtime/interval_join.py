@@ -26,6 +26,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from . import key_ranges
 from .context import CycleContext
 from .key_bounds import inner_join_bounds
 from .layered_state import StateDelta
@@ -61,10 +62,13 @@ def interval_join(
     right: DataFrame,
     left_ts: tuple[str, bool],
     right_ts: tuple[str, bool],
+    ranges: tuple[dict[str, tuple[int, int]] | None, dict[str, tuple[int, int]] | None] = (None, None),
 ) -> DataFrame:
     """The pairs this round completes (each side's new records join the other side's kept
     records and its new ones, new with new once) and, for an outer join, the records that
-    leave the state this round without ever having matched, with the other side's columns null."""
+    leave the state this round without ever having matched, with the other side's columns null.
+    ``ranges``: the integer columns' ranges of each side's new records (:mod:`.key_ranges`): a
+    side's state is looked up by the other side's new keys within their range."""
     lower, upper = int(cfg["lower_us"]), int(cfg["upper_us"])
     how = cfg.get("how", "inner")
     left_on, right_on = list(cfg["left_on"]), list(cfg["right_on"])
@@ -89,6 +93,12 @@ def interval_join(
     if how == "inner" and not ctx.analysis:
         # every pair holds a new record, its keys equal: the output's keys are the new records'
         ctx.key_bounds[op] = inner_join_bounds(new_l, new_r, left_on, right_on, rnames)
+        out_ranges = key_ranges.join_output(ranges[0], ranges[1], left_on, right_on, rnames)
+        if out_ranges:
+            ctx.key_ranges[op] = out_ranges
+    # each side's state is looked up by the other side's new keys: within those keys' ranges
+    r_ranges = key_ranges.renamed(ranges[0], left_on, right_on)
+    l_ranges = key_ranges.renamed(ranges[1], right_on, left_on)
 
     def cond() -> Column:
         c: Column = (F.col(f"__l_{T}") >= F.col(f"__r_{T}") + F.lit(lower)) & (
@@ -115,9 +125,11 @@ def interval_join(
 
     out = pairs(new_l, new_r)
     if r_state is not None:
-        out = out.unionByName(pairs(new_l, r_state.lookup(None, _keys_of(new_l, left_on, right_on), right_on)))
+        out = out.unionByName(pairs(new_l, r_state.lookup(None, _keys_of(new_l, left_on, right_on), right_on,
+                                                          r_ranges)))
     if l_state is not None:
-        out = out.unionByName(pairs(l_state.lookup(None, _keys_of(new_r, right_on, left_on), left_on), new_r))
+        out = out.unionByName(pairs(l_state.lookup(None, _keys_of(new_r, right_on, left_on), left_on, l_ranges),
+                                    new_r))
     if how in ("left", "full"):
         # left records no later right can match any more: kept ones whose time passed, new ones too old
         leaving = new_l.filter(F.col(T) < F.lit(wm + lower))

@@ -25,7 +25,7 @@ filters off.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -33,8 +33,10 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import ByteType, IntegerType, LongType, ShortType, StructType
 
-#: (lowest, highest) value of one integer column (nulls aside)
-KeyRange = tuple[int, int]
+#: (lowest, highest) value of one integer column (nulls aside); an end may be several values
+#: whose least (lowest) or greatest (highest) it is: a join's key ranges over both of its sides,
+#: which in a round template are parameters, each bound to its own side's value
+KeyRange = tuple[int | tuple[int, ...], int | tuple[int, ...]]
 #: a frame's ranged columns, by lower-cased name
 Ranges = dict[str, KeyRange]
 
@@ -71,7 +73,8 @@ def union(parts: Iterable[Mapping[str, KeyRange] | None]) -> Ranges:
         if out is None:
             out = dict(part)
             continue
-        out = {c: (min(r[0], part[c][0]), max(r[1], part[c][1])) for c, r in out.items() if c in part}
+        out = {c: (min(_ends(r[0]) + _ends(part[c][0])), max(_ends(r[1]) + _ends(part[c][1])))
+               for c, r in out.items() if c in part}
     return out or {}
 
 
@@ -106,14 +109,51 @@ def on(ranges: Mapping[str, KeyRange] | None, columns: Sequence[str]) -> dict[st
     return {c: ranges[c.lower()] for c in columns if c.lower() in ranges}
 
 
+def renamed(ranges: Mapping[str, KeyRange] | None, columns: Sequence[str], as_: Sequence[str]) -> dict[str, KeyRange]:
+    """The ranges of ``columns`` under the names ``as_`` (a join's keys, looked up on its other side)."""
+    out = on(ranges, columns)
+    return {a: out[c] for c, a in zip(columns, as_, strict=True) if c in out}
+
+
+def join_output(
+    left: Mapping[str, KeyRange] | None, right: Mapping[str, KeyRange] | None, left_on: Sequence[str],
+    right_on: Sequence[str], right_out: Mapping[str, str],
+) -> Ranges:
+    """The ranges of an inner equi-join's key columns over this round's pairs, each holding a new
+    record of one side (``left`` or ``right``: their ranges) with equal keys: under the left key's
+    name and the right key's output name (``right_out``), the union of both sides' ranges. Other
+    columns may come from either side's state, so they have none."""
+    if not left or not right or not enabled():
+        return {}
+    out: Ranges = {}
+    for lk, rk in zip(left_on, right_on, strict=True):
+        a, b = left.get(lk.lower()), right.get(rk.lower())
+        if a is not None and b is not None:
+            both = (_ends(a[0]) + _ends(b[0]), _ends(a[1]) + _ends(b[1]))
+            out[lk.lower()] = both
+            out[right_out[rk].lower()] = both
+    return out
+
+
 def range_filter(ranges: Mapping[str, KeyRange]) -> Column | None:
     """Rows whose every ranged column is in its range or null (None: no range)."""
     cond = None
     for c, (lo, hi) in ranges.items():
         col = F.col(c)
-        term = ((col >= F.lit(lo)) & (col <= F.lit(hi))) | col.isNull()
+        term = ((col >= _end(lo, F.least)) & (col <= _end(hi, F.greatest))) | col.isNull()
         cond = term if cond is None else cond & term
     return cond
+
+
+def _ends(end: int | tuple[int, ...]) -> tuple[int, ...]:
+    return end if isinstance(end, tuple) else (end,)
+
+
+def _end(end: int | tuple[int, ...], pick: Callable[..., Column]) -> Column:
+    """One end of a range as a column: its value, or the least or greatest (``pick``) of its values
+    (Spark folds that to a literal when it optimises the plan, before pushing the filter down)."""
+    values = _ends(end)
+    return F.lit(values[0]) if len(values) == 1 else pick(*[F.lit(v) for v in values])
 
 
 def parameter(source: str, column: str, end: str) -> str:
@@ -146,5 +186,5 @@ def _plain_arrow(t: pa.DataType) -> bool:
             or pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_boolean(t))
 
 
-__all__ = ["KeyRange", "LAYER_ROW_GROUP_BYTES", "LAYER_ROW_GROUP_ROWS", "Ranges", "enabled", "of_schema",
-           "of_table", "on", "parameter", "passed", "range_filter", "sort_columns", "union"]
+__all__ = ["KeyRange", "LAYER_ROW_GROUP_BYTES", "LAYER_ROW_GROUP_ROWS", "Ranges", "enabled", "join_output",
+           "of_schema", "of_table", "on", "parameter", "passed", "range_filter", "renamed", "sort_columns", "union"]

@@ -176,7 +176,7 @@ def running_aggregate(
     else:
         bound = bound_for(keys, bounds or [])
         if bound is not None:
-            old = state.lookup(tuple(keys), bound.keys(), list(bound.columns))
+            old = state.lookup(tuple(keys), bound.keys(), list(bound.columns), key_ranges.on(ranges, bound.columns))
         elif keys:
             new = _held_for_lookup(ctx, new)
             old = state.lookup(tuple(keys), new, keys, key_ranges.on(ranges, keys))

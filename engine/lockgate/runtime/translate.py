@@ -134,7 +134,8 @@ def translate(
     if v.op == "lookup_join":
         return lookup_join(ctx.spark, cfg, df, ctx.analysis)
     if v.op == "interval_join":
-        return interval_join(ctx, v.id, cfg, inputs[0], inputs[1], ts_of(0), ts_of(1))  # type: ignore[arg-type]
+        ranges = (ctx.key_ranges.get(edges[0].source), ctx.key_ranges.get(edges[1].source))
+        return interval_join(ctx, v.id, cfg, inputs[0], inputs[1], ts_of(0), ts_of(1), ranges)  # type: ignore[arg-type]
     if v.op == "graph_compute":
         return graph_compute(ctx, v, inputs, fns, iteration)
     if v.op == "graph_traverse":

@@ -210,3 +210,80 @@ def test_bound_rounds_with_moving_ranges_equal_pandas(spark, tmp_path, monkeypat
         assert_same_rows(got[["k", "v"]], first[["k", "v"]], ["k"], what="deduplicated")
     finally:
         client.close()
+
+
+def test_a_joins_key_ranges_are_both_sides_and_template_ends_stay_apart() -> None:
+    left, right = {"a": (10, 20), "x": (0, 1)}, {"b": (15, 40)}
+    out = key_ranges.join_output(left, right, ["a"], ["b"], {"b": "b"})
+    assert out == {"a": ((10, 15), (20, 40)), "b": ((10, 15), (20, 40))}  # each side's end kept
+    assert key_ranges.join_output(left, None, ["a"], ["b"], {"b": "b"}) == {}
+    assert key_ranges.renamed(left, ["a"], ["id"]) == {"id": (10, 20)}
+    assert key_ranges.union([{"a": (1, 5)}, {"a": (-3, 2)}, {"a": (4, 9)}]) == {"a": (-3, 9)}
+
+
+def joined_pipeline() -> lg.Pipeline:
+    p = lg.Pipeline("ranged_join", cycle_window=timedelta(seconds=10), parallelism=2)
+    root = Path(os.environ["LG_TEST_RANGES_ROOT"])
+    orders = p.source(lg.FileSource(str(root / "orders"), format="parquet", event_time="ts"), name="orders")
+    items = p.source(lg.FileSource(str(root / "items"), format="parquet", event_time="ts"), name="items")
+    pairs = orders.join(items, left_on=["k"], right_on=["item"], between=(timedelta(seconds=-15),
+                                                                          timedelta(seconds=15)), name="pairs")
+    pairs.sink(lg.CollectSink("pairs"), name="pairs_out")
+    pairs.key_by("item").aggregate(name="per_item", n=lg.count(), total=lg.sum("v")).sink(
+        lg.CollectSink("per_item"), name="per_item_out")
+    return p
+
+
+def _join_records(root: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Orders and items whose keys move up window by window, items a little ahead of orders."""
+    rng = np.random.default_rng(23)
+    sides: dict[str, list[pd.DataFrame]] = {"orders": [], "items": []}
+    for name, shift in (("orders", 0), ("items", 20)):
+        (root / name).mkdir()
+        for w in range(W0, W0 + WINDOWS):
+            i = w - W0
+            k = rng.integers(50 * i + shift, 50 * i + shift + 70, 25)
+            ts = w * CYCLE_US + np.sort(rng.integers(0, CYCLE_US, k.size))
+            key = "k" if name == "orders" else "item"
+            part = pd.DataFrame({key: k, "v": rng.integers(0, 100, k.size), "ts_us": ts})
+            pq.write_table(pa.table({key: pa.array(part[key], pa.int64()), "v": pa.array(part["v"], pa.int64()),
+                                     "ts": pa.array(part["ts_us"], pa.timestamp("us", tz="UTC"))}),
+                           root / name / f"w{w}.parquet")
+            sides[name].append(part)
+    return pd.concat(sides["orders"], ignore_index=True), pd.concat(sides["items"], ignore_index=True)
+
+
+@pytest.mark.parametrize("ranges", ["1", "0"], ids=["ranged", "off"])
+def test_an_interval_join_and_its_aggregate_with_ranges_equal_pandas(spark, tmp_path, monkeypatch, ranges):
+    monkeypatch.setenv("LOCKGATE_CATCHUP", "off")
+    monkeypatch.setenv("LOCKGATE_ROUND_TEMPLATE_AFTER", "0")
+    monkeypatch.setenv("LOCKGATE_STATE_MAX_DELTAS", "3")
+    monkeypatch.setenv("LOCKGATE_KEY_RANGES", ranges)
+    root = tmp_path / "files"
+    root.mkdir()
+    monkeypatch.setenv("LG_TEST_RANGES_ROOT", str(root))
+    orders, items = _join_records(root)
+    last = W0 + WINDOWS - 1
+    client = lg.connect("embedded", home=str(tmp_path / "home"))
+    try:
+        run = client.run(f"{__file__}:joined_pipeline", first=W0, last=last)
+        assert run.state == "FINISHED", run
+        bound = {c.window: "template_bind" in c.timings for c in client.list_cycles("ranged_join", limit=100).cycles}
+        assert sum(bound.values()) >= WINDOWS // 2, bound
+
+        both = orders.merge(items, left_on="k", right_on="item", suffixes=("", "_right"))
+        both = both[(both["ts_us"] - both["ts_us_right"]).abs() <= 15 * 1_000_000]
+        got = read_sink(client, "ranged_join", "pairs")
+        want = both.rename(columns={"ts_us": "ts", "ts_us_right": "ts_right"})[["k", "v", "ts", "item", "v_right",
+                                                                                 "ts_right"]]
+        from reference import rows
+
+        assert rows(got, want.columns) == rows(want, want.columns), "every pair once"
+
+        # the running aggregate's last row per item: every pair of that item so far
+        per_item = read_sink(client, "ranged_join", "per_item").sort_values("lg_window").drop_duplicates(
+            "item", keep="last")
+        totals = aggregate(both, ["item"], {"n": ("count", None), "total": ("sum", "v")})
+        assert_same_rows(per_item[["item", "n", "total"]], totals, ["item"], what="per item")
+    finally:
+        client.close()
