@@ -270,7 +270,7 @@ class CycleRunner:
             written: dict[str, Any] = {"files": [], "rows": 0}
         else:
             written = self._write_layer(snapshot_uri, table, write.rows, layer.on_driver, timings, collected,
-                                        layer.delta.identity)
+                                        layer.delta.order)
         self._last_layer_rows[table] = int(written["rows"])
         layers = list(write.kept)
         if written["rows"] > 0:
@@ -297,27 +297,27 @@ class CycleRunner:
 
     def _write_layer(
         self, snapshot_uri: str, table: str, df: DataFrame, on_driver: bool, timings: dict[str, float],
-        collected: pa.Table | None = None, identity: tuple[str, ...] | None = None,
+        collected: pa.Table | None = None, order: tuple[str, ...] | None = None,
     ) -> dict[str, Any]:
         """Write one layer (from the driver when it is expected to be small; ``collected``: its
         rows, already there); returns its ``{"files", "rows"}``. On the driver path the time is
         the file write alone (the collect computes the round, which the sinks then reuse); on
-        Spark's the whole write. Its rows are sorted by the table's ``identity`` in small row
-        groups, which a lookup by key ranges skips (:mod:`.key_ranges`)."""
+        Spark's the whole write. Its rows are sorted by ``order`` (the columns the table is looked
+        up by) in small row groups, which a lookup by key ranges skips (:mod:`.key_ranges`)."""
         if on_driver:
             if collected is None:
                 collected = df.toArrow()
             t = time.perf_counter()
             entry = self.snapshots.write_table(snapshot_uri, table, collected,
-                                               key_ranges.sort_columns(identity, collected.schema),
+                                               key_ranges.sort_columns(order, collected.schema),
                                                key_ranges.LAYER_ROW_GROUP_ROWS)
         else:
             t = time.perf_counter()
-            order = key_ranges.sort_columns(identity, df.schema)
+            columns = key_ranges.sort_columns(order, df.schema)
             try:
                 # microsecond UTC timestamps, as the driver path writes them: read_state gives one
                 # type whichever path wrote a layer (Spark's INT96 default reads as naive nanoseconds)
-                (df.sortWithinPartitions(*order) if order else df).write.options(**PARQUET_OPTIONS).option(
+                (df.sortWithinPartitions(*columns) if columns else df).write.options(**PARQUET_OPTIONS).option(
                     "parquet.block.size", str(key_ranges.LAYER_ROW_GROUP_BYTES)).mode("overwrite").parquet(
                     self.snapshots.operator_uri(snapshot_uri, table))
             except Exception as exc:  # a full disk or a refused folder: one clear error

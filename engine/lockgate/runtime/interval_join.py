@@ -82,10 +82,11 @@ def interval_join(
     # have matched them (ts >= wm + lower - upper)
     l_keep = lower + (min(0, -upper) if how in ("right", "full") else 0)
     r_keep = -upper + (min(0, lower) if how in ("left", "full") else 0)
+    # each side's buffer is looked up by its keys: its layers are sorted by them
     ctx.set_state(op, StateDelta(new_l.filter(F.col(T) >= F.lit(wm + l_keep)), None,
-                                 expire_below=(T, wm + l_keep)), "left")
+                                 expire_below=(T, wm + l_keep), sort_by=tuple(left_on)), "left")
     ctx.set_state(op, StateDelta(new_r.filter(F.col(T) >= F.lit(wm + r_keep)), None,
-                                 expire_below=(T, wm + r_keep)), "right")
+                                 expire_below=(T, wm + r_keep), sort_by=tuple(right_on)), "right")
     l_state, r_state = ctx.state(op, "left"), ctx.state(op, "right")
     l_state = None if l_state is None or l_state.empty else l_state
     r_state = None if r_state is None or r_state.empty else r_state

@@ -48,7 +48,9 @@ class StateDelta:
     the bound are gone from now on (None: nothing expires); ``count_first``: the upserts are not
     cached and usually empty, so they are counted (which reads only the columns that select them)
     before anything is written, and nothing is written when there are none; ``empty``: the plan
-    proves the upserts hold no rows, so they are neither counted nor written.
+    proves the upserts hold no rows, so they are neither counted nor written; ``sort_by``: the
+    columns the table's layers are sorted by, the ones it is looked up by (None: the identity),
+    so that a lookup within key ranges skips row groups (:mod:`lockgate.runtime.key_ranges`).
     """
 
     upserts: DataFrame
@@ -57,6 +59,12 @@ class StateDelta:
     expire_below: tuple[str, int] | None = None
     count_first: bool = False
     empty: bool = False
+    sort_by: tuple[str, ...] | None = None
+
+    @property
+    def order(self) -> tuple[str, ...] | None:
+        """The columns a layer of this table is sorted by: ``sort_by``, else the identity."""
+        return self.sort_by if self.sort_by is not None else self.identity
 
 
 def delta_rows(delta: StateDelta) -> DataFrame:

@@ -84,6 +84,7 @@ class _Delta:
     expire_below: tuple[str, str | None, int] | None
     count_first: bool
     empty: bool
+    sort_by: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -129,7 +130,7 @@ class RoundTemplate:
             if d.expire_below is not None:
                 expire = (d.expire_below[0], *offset_of(int(d.expire_below[1]), sentinels))
             deltas.append(_Delta(table, index(d.upserts), None if d.deletes is None else index(d.deletes),
-                                 d.identity, expire, d.count_first, d.empty))
+                                 d.identity, expire, d.count_first, d.empty, d.sort_by))
         cached = [index(df) for df in built.cached]
         plans = PlanTemplate.of_frames(spark, frames, inputs, sentinels)
         return cls(plans, sinks, deltas, cached, list(built.state_tables), list(run_order), dict(inputs),
@@ -176,7 +177,7 @@ class RoundTemplate:
                 expire = (column, offset if param is None else values[param] + offset)
             state_out[d.table] = StateDelta(frames[d.upserts], d.identity,
                                             None if d.deletes is None else frames[d.deletes],
-                                            expire, d.count_first, d.empty)
+                                            expire, d.count_first, d.empty, d.sort_by)
         sinks = [(name, frames[i], cfg) for name, i, cfg in self.sinks]
         return RoundFrames(sinks, state_out, list(self.state_tables), cached)
 
