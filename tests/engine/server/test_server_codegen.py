@@ -35,3 +35,19 @@ def test_a_changed_proto_makes_the_code_stale(tmp_path, monkeypatch):
         (protos / p.name).write_text(text)
     monkeypatch.setattr(codegen, "PROTOS", protos)
     assert "lockgate_controller_pb2.py" in codegen.stale()
+
+
+def test_version_stamps_alone_do_not_make_the_code_stale(tmp_path, monkeypatch):
+    generated = tmp_path / "generated"
+    generated.mkdir()
+    for name, text in codegen.current().items():
+        text = text.replace("GRPC_GENERATED_VERSION = '", "GRPC_GENERATED_VERSION = '9.")
+        text = text.replace("# Protobuf Python Version: ", "# Protobuf Python Version: 9.")
+        text = text.replace("Domain.PUBLIC,\n    ", "Domain.PUBLIC,\n    99")
+        (generated / name).write_text(text)
+    assert codegen.current() != {p.name: p.read_text() for p in generated.iterdir()}
+    monkeypatch.setattr(codegen, "GENERATED", generated)
+    assert codegen.stale() == []
+    worker = generated / "lockgate_worker_pb2_grpc.py"
+    worker.write_text(worker.read_text().replace("class WorkerControlStub", "class WorkerStub"))
+    assert codegen.stale() == ["lockgate_worker_pb2_grpc.py"]
