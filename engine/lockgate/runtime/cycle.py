@@ -199,8 +199,9 @@ class CycleRunner:
         self._sink_on_driver: dict[str, bool] = {}
         #: deltas a state table's chain may hold before a round folds it (LOCKGATE_STATE_MAX_DELTAS)
         self.max_deltas = max_deltas()
-        #: rows of the layer each state table wrote in the last round this runner ran
-        self._last_layer_rows: dict[str, int] = {}
+        #: rows of the last delta layer each state table wrote (a fold's layer holds the chain, not
+        #: one round's changes: the round after a fold is sized by the delta before it)
+        self._last_delta_rows: dict[str, int] = {}
         #: the state the current round started from (its layers), per table
         self._state_in: dict[str, LayeredState] = {}
         #: the largest round run without code generation (LOCKGATE_CODEGEN_ROWS)
@@ -229,7 +230,7 @@ class CycleRunner:
 
     def _layer_estimate(self, table: str, write: TableWrite) -> int | None:
         """Rows the layer about to be written may hold; None when unknown (then Spark writes it)."""
-        last = self._last_layer_rows.get(table)
+        last = self._last_delta_rows.get(table)
         if last is None and self._counted_rows_in is not None:
             last = 0  # a runner's first round: its delta is sized by the window's counted input
         rows_in = self._rows_in_estimate()
@@ -250,7 +251,7 @@ class CycleRunner:
         entry_in = (restore.snapshot_manifest.get(table) or {}) if restore is not None else {}
         previous = table_layers(restore.snapshot_uri if restore else None, entry_in)
         state = self._state_in.get(table) or LayeredState(self.spark, self._state_schemas[table], [], None)
-        write = plan_write(previous, state, delta, self.max_deltas, self._last_layer_rows.get(table))
+        write = plan_write(previous, state, delta, self.max_deltas, self._last_delta_rows.get(table))
         only_delta = write.kind == DELTA or (write.kind == BASE and not previous)
         count_first = delta.count_first and only_delta and delta.deletes is None
         estimate = self._layer_estimate(table, write)
@@ -271,7 +272,8 @@ class CycleRunner:
         else:
             written = self._write_layer(snapshot_uri, table, write.rows, layer.on_driver, timings, collected,
                                         layer.delta.order)
-        self._last_layer_rows[table] = int(written["rows"])
+        if layer.of_delta is not None:
+            self._last_delta_rows[table] = int(written["rows"])
         layers = list(write.kept)
         if written["rows"] > 0:
             layers.append({"snapshot": snapshot_uri, "kind": write.layer_kind, **written})

@@ -229,3 +229,42 @@ def test_the_fold_policy(spark, tmp_path):
     # a lookup reads the newest version of the keys asked for, tombstones hide keys
     keys = spark.createDataFrame([(1,), (2,), (5,), (200,)], "k BIGINT")
     assert {(r.k, r.v) for r in state.lookup(("k",), keys, ["k"]).collect()} == {(1, 10), (5, 5), (200, 2)}
+
+
+def per_price_pipeline() -> lg.Pipeline:
+    """A running count keyed by (auction, price): nearly every bid a key of its own, so a
+    delta holds about one window of rows and the base grows by one a round."""
+    p = lg.Pipeline("per_price", cycle_window=timedelta(seconds=10), parallelism=2)
+    bids = p.source(lg.NexmarkSource("bid", start=T0_ISO, **SOURCE), name="bids")
+    bids.key_by("auction", "price").aggregate(n=lg.count(), name="per_price").sink(
+        lg.CollectSink("per_price"), name="per_price_out")
+    return p
+
+
+def test_the_round_after_a_fold_is_sized_by_the_delta_not_by_the_new_base(client, bids, monkeypatch):
+    """Which path writes a layer is decided by the rows it is expected to hold. A fold's base
+    holds the whole state; the delta of the round after it holds one window's changes, as the
+    delta before the fold did, and goes through the driver when that fits its limit, while
+    the bases too large for it go through Spark's writer."""
+    per_window = bids.groupby("cycle").size()
+    limit = int(per_window.max() * 3 // 2)
+    monkeypatch.setenv("LOCKGATE_STATE_MAX_DELTAS", "1")  # every other round folds into a base
+    monkeypatch.setenv("LOCKGATE_DRIVER_SNAPSHOT_ROWS", str(limit))
+    res = client.run(f"{__file__}:per_price_pipeline", first=W0, last=LAST)
+    assert res.state == "FINISHED"
+
+    seen = []
+    for cp in client.catalog.list_checkpoints("per_price", include_inactive=True):
+        entry = cp.snapshot_manifest["per_price.main"]
+        own = [layer for layer in table_layers(cp.snapshot_uri, entry) if layer["snapshot"] == cp.snapshot_uri]
+        if own:
+            driver = all(f["path"].endswith("part-00000-driver.parquet") for f in own[0]["files"])
+            seen.append((cp.window, entry["written"], own[0]["rows"], driver))
+    big_bases = [s for s in seen if s[1] == "base" and s[2] > limit]
+    assert big_bases and not any(s[3] for s in big_bases), seen  # over the limit: Spark's writer
+    after_big = [s for s in seen if s[1] == "delta" and any(b[0] < s[0] for b in big_bases)]
+    assert after_big and all(s[3] and s[2] <= limit for s in after_big), seen  # one window: the driver
+
+    totals = aggregate(bids, ["auction", "price"], {"n": ("count", None)})
+    state = client.read_state("per_price", "per_price", window=LAST).to_pandas()
+    assert_same_rows(state, totals, ["auction", "price"], what="per-price counts")
