@@ -49,7 +49,9 @@ def empty_state(columns: list[tuple[str, str]]) -> pa.Table:
     return _shown(pa.Table.from_pylist([], schema=pa.schema(fields)))
 
 
-def _read_layer(uri: str, operator: str, layer: Mapping[str, Any]) -> pa.Table:
+def read_layer(uri: str, operator: str, layer: Mapping[str, Any]) -> pa.Table:
+    """The rows of one layer of ``operator``'s state in snapshot folder ``uri`` (a manifest's
+    layer entry: its ``files``), timestamps as microseconds marked UTC; its columns as written."""
     fs, base = resolve(uri)
     parts = [_utc_micros(pq.read_table(f"{base}/{operator}/{item['path']}", filesystem=fs))
              for item in layer.get("files", [])]
@@ -78,7 +80,7 @@ def read_state_table(snapshot_uri: str | None, table: str, entry: Mapping[str, A
     layers = table_layers(snapshot_uri, entry)
     frames = []
     for rank, layer in enumerate(layers):
-        t = _read_layer(layer["snapshot"], table, layer)
+        t = read_layer(layer["snapshot"], table, layer)
         if t.num_rows == 0:
             continue
         df = t.to_pandas(timestamp_as_object=False)

@@ -21,6 +21,7 @@ The controller's half (commit the staged output, then write the checkpoint row) 
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Callable
@@ -50,7 +51,7 @@ from ..checkpoint.snapshots import SnapshotStore
 from ..errors import CompileError, InvalidArgumentError, InvalidRecordsError
 from ..logs import get_logger, log_event
 from ..plan.compile import CompiledPlan
-from . import key_ranges, round_template
+from . import driver_fold, key_ranges, round_template
 from .analysis import struct_of
 from .availability import slice_column
 from .catchup import TAG, Span, one_pass, slices_by_arrival, tagged_head, translate_span
@@ -74,13 +75,21 @@ _log = get_logger(__name__)
 MEMORY_LAYERS = 16
 
 
+#: default ``LOCKGATE_DRIVER_SNAPSHOT_ROWS``: 200,000 until 2026-12-06, when folds moved to the driver
+#: (:mod:`.driver_fold`), which holds the fold in Arrow and collects only the round's delta through
+#: the JVM; W6's fold at about 290,000 rows took 3-4.5 s on Spark's writer, about 1 s there
+DRIVER_SNAPSHOT_ROWS = 500_000
+
+
 def driver_rows(setting: str, default: int = 200_000) -> int:
     """A ``LOCKGATE_DRIVER_*_ROWS`` setting (rows; 0 turns that driver path off), read when
     a runner starts, so every job takes the environment its worker runs in.
 
-    - ``LOCKGATE_DRIVER_SNAPSHOT_ROWS``: a state table expected to hold at most this many
-      rows (its last snapshot's rows plus the last round's input rows) is collected to the
-      driver and written as one Parquet file; a larger one is written by the executors.
+    - ``LOCKGATE_DRIVER_SNAPSHOT_ROWS`` (:data:`DRIVER_SNAPSHOT_ROWS` by default): a state layer
+      expected to hold at most this many rows (a delta: the last delta's rows or the last
+      round's input rows, whichever is more; a fold: the rows of the layers it folds, plus those) is
+      written from the driver as one Parquet file (a fold made there: :mod:`.driver_fold`); a
+      larger one is written by the executors.
     - ``LOCKGATE_DRIVER_STAGE_ROWS``: a Parquet sink whose last round staged at most this
       many rows stages the next round from the driver (``toArrow``, one file written with
       pyarrow) instead of a Spark write.
@@ -132,6 +141,15 @@ class _LayerWrite:
     count_first: bool
     #: the driver collects and writes it (it is expected to be small)
     on_driver: bool
+    #: a fold the driver makes (:mod:`.driver_fold`): the chain's layers it folds with the round's
+    #: delta, which is all the round collects; None: the fold, if any, is Spark's
+    fold_layers: list[dict[str, Any]] | None = None
+
+    @property
+    def collected_rows(self) -> DataFrame:
+        """What the round collects of this table when the driver writes it: the round's delta
+        for a driver fold, else the rows written."""
+        return delta_rows(self.delta) if self.fold_layers is not None else self.write.rows
 
     @property
     def nothing(self) -> bool:
@@ -142,7 +160,7 @@ class _LayerWrite:
     def of_delta(self) -> str | None:
         """How the rows written are made of the round's delta alone: ``"rows"`` (its upserts and
         tombstones: a delta layer), ``"upserts"`` (a table's first layer); None: a fold of the chain."""
-        if self.write.kind == DELTA:
+        if self.write.kind == DELTA or self.fold_layers is not None:
             return "rows"
         if self.write.kind == BASE and self.write.rows is self.delta.upserts:
             return "upserts"
@@ -191,11 +209,13 @@ class CycleRunner:
         self._counted_rows_in: int | None = None
         #: rows each sink staged in the last round this runner ran
         self._last_staged_rows: dict[str, int] = {}
-        self.driver_snapshot_rows = driver_rows("LOCKGATE_DRIVER_SNAPSHOT_ROWS")
+        self.driver_snapshot_rows = driver_rows("LOCKGATE_DRIVER_SNAPSHOT_ROWS", DRIVER_SNAPSHOT_ROWS)
         self.driver_stage_rows = driver_rows("LOCKGATE_DRIVER_STAGE_ROWS")
         #: state tables and sinks whose rows the driver paths can write (known per sink after
         #: its first round: a sink's output schema is looked up once)
         self._state_on_driver = {t: driver_writable(s) for t, s in self._state_schemas.items()}
+        #: small folds are made on the driver from the layer files and the round's delta
+        self._driver_folds = driver_fold.enabled()
         self._sink_on_driver: dict[str, bool] = {}
         #: deltas a state table's chain may hold before a round folds it (LOCKGATE_STATE_MAX_DELTAS)
         self.max_deltas = max_deltas()
@@ -255,8 +275,12 @@ class CycleRunner:
         only_delta = write.kind == DELTA or (write.kind == BASE and not previous)
         count_first = delta.count_first and only_delta and delta.deletes is None
         estimate = self._layer_estimate(table, write)
-        return _LayerWrite(table, delta, write, entry_in, count_first,
-                           self._state_on_driver[table] and within(estimate, self.driver_snapshot_rows))
+        on_driver = self._state_on_driver[table] and within(estimate, self.driver_snapshot_rows)
+        fold_layers = None
+        if on_driver and not only_delta and state.in_memory == 0 and self._driver_folds \
+                and driver_fold.foldable(delta.identity, self._state_schemas[table]):
+            fold_layers = [layer for layer in previous if layer not in write.kept]
+        return _LayerWrite(table, delta, write, entry_in, count_first, on_driver, fold_layers)
 
     def _snapshot(
         self, snapshot_uri: str, layer: _LayerWrite, timings: dict[str, float], collected: pa.Table | None = None,
@@ -267,13 +291,27 @@ class CycleRunner:
         ``count_first`` that holds no rows writes nothing (when the write would be that delta
         alone, not a fold)."""
         table, write = layer.table, layer.write
+        delta_count = None
+        if layer.fold_layers is not None:
+            delta = delta_rows(layer.delta).toArrow() if collected is None else collected
+            delta_count = delta.num_rows
+            t = time.perf_counter()
+            collected = driver_fold.fold(layer.fold_layers, table, delta, layer.delta.identity,
+                                         layer.delta.expire_below or horizon(layer.entry_in), write.kind != BASE)
+            timings["snapshot_io"] = timings.get("snapshot_io", 0.0) + time.perf_counter() - t
         if layer.nothing or (collected is None and layer.count_first and layer.delta.upserts.count() == 0):
             written: dict[str, Any] = {"files": [], "rows": 0}
         else:
             written = self._write_layer(snapshot_uri, table, write.rows, layer.on_driver, timings, collected,
                                         layer.delta.order)
-        if layer.of_delta is not None:
+        if layer.fold_layers is not None:
+            self._last_delta_rows[table] = int(delta_count or 0)
+        elif layer.of_delta is not None:
             self._last_delta_rows[table] = int(written["rows"])
+        if write.kind != DELTA and layer.entry_in:
+            log_event(_log, "state_folded", logging.DEBUG, job=self.job, table=table, into=write.kind,
+                      rows=int(written["rows"]), folded_by="driver" if layer.fold_layers is not None else "spark",
+                      written_by="driver" if layer.on_driver else "spark")
         layers = list(write.kept)
         if written["rows"] > 0:
             layers.append({"snapshot": snapshot_uri, "kind": write.layer_kind, **written})
@@ -339,7 +377,7 @@ class CycleRunner:
         the first collect would compute the round, and each further one read it back. Returns
         their rows by state table and by sink (both empty when fewer than two go)."""
         chosen = [layer for layer in layers if layer.on_driver and not layer.nothing]
-        tables = [(layer.table, layer.write.rows) for layer in chosen]
+        tables = [(layer.table, layer.collected_rows) for layer in chosen]
         outputs = [(name, df) for name, df, _cfg in sinks if self._stages_small(name)]
         if len(tables) + len(outputs) < 2:
             return {}, {}

@@ -8,6 +8,7 @@ clear error. Results are checked against pandas over the same Nexmark bids (``re
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from datetime import timedelta
@@ -268,3 +269,45 @@ def test_the_round_after_a_fold_is_sized_by_the_delta_not_by_the_new_base(client
     totals = aggregate(bids, ["auction", "price"], {"n": ("count", None)})
     state = client.read_state("per_price", "per_price", window=LAST).to_pandas()
     assert_same_rows(state, totals, ["auction", "price"], what="per-price counts")
+
+
+
+class _Folds(logging.Handler):
+    """The ``state_folded`` events the cycle runner logs (at DEBUG), their fields."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.events: list[dict] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage() == "state_folded":
+            self.events.append(dict(record.lockgate_fields))
+
+
+def test_small_folds_are_made_on_the_driver_and_equal_spark_folds(spark, tmp_path, monkeypatch, bids):
+    """With ``LOCKGATE_DRIVER_FOLDS`` on (the default) a fold that fits the driver is made there
+    from the layer files and the round's delta; off, Spark merges the chain. Both give the
+    results pandas gives and the same state at every kept checkpoint."""
+    monkeypatch.setenv("LOCKGATE_STATE_MAX_DELTAS", "2")
+    logger = logging.getLogger("lockgate.runtime.cycle")
+    states = {}
+    for folds in ("1", "0"):
+        monkeypatch.setenv("LOCKGATE_DRIVER_FOLDS", folds)
+        seen, level = _Folds(), logger.level
+        logger.addHandler(seen)
+        logger.setLevel(logging.DEBUG)
+        c = lg.connect("embedded", home=str(tmp_path / f"home{folds}"), keep_checkpoints=3)
+        try:
+            assert c.run(REF, first=W0, last=LAST).state == "FINISHED"
+            check_results(c, "layered", bids, LAST)
+            states[folds] = [c.read_state("layered", "totals", window=w).to_pandas() for w in (LAST - 1, LAST)]
+        finally:
+            c.close()
+            logger.removeHandler(seen)
+            logger.setLevel(level)
+        totals = [e for e in seen.events if e["table"] == TOTALS]
+        assert len(totals) >= 2 and {e["into"] for e in totals} <= {"base", "folded"}
+        assert {e["folded_by"] for e in totals} == ({"driver"} if folds == "1" else {"spark"}), totals
+    for on, off in zip(states["1"], states["0"], strict=True):
+        assert len(on) > 10
+        assert_same_rows(on, off, ["bidder"], what="totals state, driver folds against Spark's")
