@@ -377,9 +377,8 @@ class CycleRunner:
         the first collect would compute the round, and each further one read it back. Returns
         their rows by state table and by sink (both empty when fewer than two go)."""
         chosen = [layer for layer in layers if layer.on_driver and not layer.nothing]
-        tables = [(layer.table, layer.collected_rows) for layer in chosen]
         outputs = [(name, df) for name, df, _cfg in sinks if self._stages_small(name)]
-        if len(tables) + len(outputs) < 2:
+        if len(chosen) + len(outputs) < 2:
             return {}, {}
         if self._large_var_types is None:
             self._large_var_types = self.spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
@@ -391,12 +390,13 @@ class CycleRunner:
             collected = self._collect_bound([(layer.table, str(layer.of_delta)) for layer in chosen],
                                             [n for n, _ in outputs], cores)
         if collected is None:
-            frames = [df for _, df in tables + outputs]
+            # built only here: a bound round's tails come from its template
+            frames = [layer.collected_rows for layer in chosen] + [df for _, df in outputs]
             if not all(packable(df) for df in frames):
                 return {}, {}
             collected = collect_together(frames, self._large_var_types, tasks=cores or None)
-        split = len(tables)
-        return ({t: rows for (t, _), rows in zip(tables, collected[:split], strict=True)},
+        split = len(chosen)
+        return ({layer.table: rows for layer, rows in zip(chosen, collected[:split], strict=True)},
                 {n: rows for (n, _), rows in zip(outputs, collected[split:], strict=True)})
 
     def _collect_bound(

@@ -21,7 +21,6 @@ whose equality pyarrow's grouping and Spark's agree on; any other table folds on
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -32,6 +31,7 @@ import pyarrow.compute as pc
 from ..checkpoint.state_reader import read_layer
 from .key_ranges import sort_columns
 from .layered_state import DELETED
+from .settings import switch
 
 _ORDER = "__lg_order"
 
@@ -39,7 +39,7 @@ _ORDER = "__lg_order"
 def enabled() -> bool:
     """Whether small folds are made on the driver (``LOCKGATE_DRIVER_FOLDS=0``: every fold on
     Spark, as before 2026-12-06)."""
-    return os.environ.get("LOCKGATE_DRIVER_FOLDS", "1").strip().lower() not in ("0", "false", "off")
+    return switch("LOCKGATE_DRIVER_FOLDS")
 
 
 def foldable(identity: Sequence[str] | None, schema: pa.Schema | Any) -> bool:
@@ -59,15 +59,13 @@ def merge_latest(tables: Sequence[pa.Table], identity: Sequence[str] | None, kee
         out = tables[0].slice(0, 0)
         return out if keep_tombstones else out.drop_columns([DELETED])
     if identity is not None:
-        ranked = []
-        for rank, t in enumerate(tables):
-            if t.num_rows:
-                live = pc.invert(pc.fill_null(t[DELETED], False)).cast(pa.int64())
-                ranked.append(t.append_column(_ORDER, pc.add(live, rank * 2)))
-        union = pa.concat_tables(ranked)
-        # one int64 sorting key per row: its layer order, then its position (the later row wins a tie)
-        order = union[_ORDER].to_numpy().astype(np.int64) * union.num_rows + np.arange(union.num_rows)
-        union = union.drop_columns([_ORDER]).append_column(_ORDER, pa.array(order))
+        # one int64 key per row: its layer's rank, an upsert above a tombstone of the same layer,
+        # then its position (the later row wins a tie)
+        layer_order = np.concatenate([
+            rank * 2 + ~t[DELETED].fill_null(False).to_numpy(zero_copy_only=False)
+            for rank, t in enumerate(tables) if t.num_rows]).astype(np.int64)
+        union = pa.concat_tables(parts)
+        union = union.append_column(_ORDER, pa.array(layer_order * union.num_rows + np.arange(union.num_rows)))
         if identity:
             best = union.group_by(list(identity), use_threads=False).aggregate([(_ORDER, "max")])
             winners = best[f"{_ORDER}_max"].combine_chunks()

@@ -24,7 +24,6 @@ filters off.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import pyarrow as pa
@@ -32,6 +31,8 @@ import pyarrow.compute as pc
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import ByteType, IntegerType, LongType, ShortType, StructType
+
+from .settings import switch
 
 #: (lowest, highest) value of one integer column (nulls aside); an end may be several values
 #: whose least (lowest) or greatest (highest) it is: a join's key ranges over both of its sides,
@@ -52,7 +53,7 @@ _KEEPS_VALUES = frozenset({"filter", "with_column"})
 
 def enabled() -> bool:
     """Whether state lookups are filtered by key ranges (``LOCKGATE_KEY_RANGES=0``: never)."""
-    return os.environ.get("LOCKGATE_KEY_RANGES", "1").strip().lower() not in ("0", "false", "off")
+    return switch("LOCKGATE_KEY_RANGES")
 
 
 def of_schema(ranges: Mapping[str, KeyRange] | None, schema: StructType) -> Ranges:

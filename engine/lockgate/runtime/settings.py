@@ -1,5 +1,6 @@
-"""Whole-number ``LOCKGATE_*`` settings of a round (rows, deltas), read from the environment when
-a runner starts, and the size test the round's driver and code-generation paths share."""
+"""``LOCKGATE_*`` settings of a round, read from the environment when a runner starts: whole
+numbers (rows, deltas), on/off switches, and the size test the round's driver and
+code-generation paths share."""
 
 from __future__ import annotations
 
@@ -21,6 +22,11 @@ def count_setting(name: str, default: int, unit: str, zero: str) -> int:
     if value < 0:
         raise InvalidArgumentError(f"{name}={raw!r}: expected a whole number of {unit} ({zero}; default {default})")
     return value
+
+
+def switch(name: str) -> bool:
+    """An on/off setting, on unless ``name`` holds ``0``, ``false`` or ``off`` (any case)."""
+    return os.environ.get(name, "1").strip().lower() not in ("0", "false", "off")
 
 
 def within(rows: int | None, limit: int) -> bool:
