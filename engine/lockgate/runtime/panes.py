@@ -27,11 +27,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from . import aggregates as agg
-from .layered_state import LayeredState, StateDelta, anti_join
+from .layered_state import LayeredState, StateDelta
 from .windowing import WE, WS, assign
 
 #: a pane's start (µs), part of a sliding aggregate's state identity
 PS = "__ps"
+#: marks a merged pane that one of the round's records touched (not kept in state)
+_TOUCHED = "__lg_touched"
 
 
 def pane_us(spec: dict[str, Any]) -> int:
@@ -81,21 +83,26 @@ def aggregate_by_pane(
     and the state's (``state``: None or empty, none yet), for the watermark moving from
     ``prev_us`` to ``wm_us``. Returns the state delta (the touched panes still in an open
     window, and the new horizon) and the merged partials of the windows the watermark closes
-    (:func:`windows_from_panes`). ``keep`` persists the touched panes, which both read."""
+    (:func:`windows_from_panes`). ``keep`` persists the merged panes, which both read.
+
+    The state is read once, whole: every live pane is at or above the last horizon, so in a
+    window the watermark closes now (:func:`closing_panes` selects nearly all of it), and the
+    round reads them all anyway. The round's panes and the live ones are merged in one
+    aggregation that marks the panes a record touched (the delta); a lookup of the touched
+    panes first would broadcast the round's panes, one Spark job more, and read the state
+    twice."""
     spec, keys, aggs = cfg["window"], cfg["keys"], cfg["aggs"]
     identity = (*keys, PS)
     new = df.withColumn(PS, pane_start(spec, ts)).groupBy(*identity).agg(*agg.partial_exprs(aggs, df.schema))
-    closing = closing_panes(spec, prev_us, wm_us)
-    touched, untouched = new, None
+    layout = new.schema
+    merged = new.withColumn(_TOUCHED, F.lit(True))
     if state is not None and not state.empty:
-        old = state.lookup(identity, new, list(identity))
-        touched = agg.conform(old.unionByName(new).groupBy(*identity).agg(*agg.merge_exprs(aggs)), new.schema)
-        # panes of the closing windows that these records did not touch
-        untouched = anti_join(state.select(identity, closing), new, list(identity))
-    touched = keep(touched)
+        live = agg.conform(state.select(identity), layout).withColumn(_TOUCHED, F.lit(False))
+        merged = merged.unionByName(live).groupBy(*identity).agg(
+            *agg.merge_exprs(aggs), F.max(_TOUCHED).alias(_TOUCHED))
+    merged = keep(merged)
     cut = horizon(spec, wm_us)
-    delta = StateDelta(touched.filter(F.col(PS) >= F.lit(cut[1])), identity, expire_below=cut)
-    of_closing = touched.filter(closing)
-    if untouched is not None:
-        of_closing = of_closing.unionByName(agg.conform(untouched, new.schema))
-    return delta, windows_from_panes(of_closing, spec, keys, aggs, prev_us, wm_us, new.schema)
+    touched = agg.conform(merged.filter(F.col(_TOUCHED) & (F.col(PS) >= F.lit(cut[1]))), layout)
+    delta = StateDelta(touched, identity, expire_below=cut)
+    of_closing = agg.conform(merged.filter(closing_panes(spec, prev_us, wm_us)), layout)
+    return delta, windows_from_panes(of_closing, spec, keys, aggs, prev_us, wm_us, layout)
