@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 
 from . import key_ranges
 from .context import CycleContext
-from .key_bounds import inner_join_bounds
+from .key_bounds import KeyBound, inner_join_bounds
 from .layered_state import StateDelta
 from .windowing import event_micros
 
@@ -125,12 +125,18 @@ def interval_join(
             *lcols, *[rnames[c] for c in rcols])
 
     out = pairs(new_l, new_r)
-    if r_state is not None:
-        out = out.unionByName(pairs(new_l, r_state.lookup(None, _keys_of(new_l, left_on, right_on), right_on,
-                                                          r_ranges)))
-    if l_state is not None:
-        out = out.unionByName(pairs(l_state.lookup(None, _keys_of(new_r, right_on, left_on), left_on, l_ranges),
-                                    new_r))
+    # both sides' states are looked up by the keys of both sides' new records: a superset of the
+    # keys each lookup needs (a state row of a key only its own side's new records carry matches
+    # none of the other side's), so both broadcast one plan, which the round runs once; a running
+    # aggregate keyed by the join's output keys looks its own state up by the same keys
+    # (:mod:`.key_bounds`), so the round's three lookups share one broadcast
+    shared = KeyBound(tuple(rnames[c] for c in right_on), ((new_l, tuple(left_on)), (new_r, tuple(right_on))))
+    if r_state is not None or l_state is not None:
+        keys, keys_on = shared.keys(), list(shared.columns)
+        if r_state is not None:
+            out = out.unionByName(pairs(new_l, r_state.lookup(None, keys, right_on, r_ranges, keys_on=keys_on)))
+        if l_state is not None:
+            out = out.unionByName(pairs(l_state.lookup(None, keys, left_on, l_ranges, keys_on=keys_on), new_r))
     if how in ("left", "full"):
         # left records no later right can match any more: kept ones whose time passed, new ones too old
         leaving = new_l.filter(F.col(T) < F.lit(wm + lower))

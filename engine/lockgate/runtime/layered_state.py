@@ -90,10 +90,13 @@ def _folder_of_file(path: Column) -> Column:
     return F.substring_index(F.substring_index(path, "/", -3), "/", 2)
 
 
-def _broadcast_keys(keys: DataFrame, on: list[str]) -> DataFrame:
-    """The distinct ``on`` columns of ``keys``, renamed apart and broadcast: a round's keys
-    are few next to the state. Built once per lookup and semi-joined with every layer."""
-    return F.broadcast(keys.select(*[F.col(c).alias(f"__lg_k_{c}") for c in on]).distinct())
+def _broadcast_keys(keys: DataFrame, on: list[str], keys_on: list[str] | None = None) -> DataFrame:
+    """The distinct ``keys_on`` columns of ``keys`` (default: ``on``), renamed apart after
+    ``on`` and broadcast: a round's keys are few next to the state. Built once per lookup and
+    semi-joined with every layer. Two lookups that broadcast the same frame's same columns
+    broadcast the same plan (Spark erases the names), which a round's plan then runs once."""
+    return F.broadcast(keys.select(*[F.col(k).alias(f"__lg_k_{c}")
+                                     for k, c in zip(keys_on or on, on, strict=True)]).distinct())
 
 
 def _null_safe_semi(df: DataFrame, right: DataFrame, on: list[str]) -> DataFrame:
@@ -280,12 +283,13 @@ class LayeredState:
         return frames
 
     def _frames(
-        self, where: Column | None, keys: DataFrame | None, on: list[str], ranges: Column | None = None
+        self, where: Column | None, keys: DataFrame | None, on: list[str], ranges: Column | None = None,
+        keys_on: list[str] | None = None,
     ) -> list[DataFrame]:
         frames = self._file_frames()
         frames += [df.withColumn(_RANK, self._extra_rank(i)) for i, df in enumerate(self._extra)]
         out = []
-        right = _broadcast_keys(keys, on) if keys is not None and on else None
+        right = _broadcast_keys(keys, on, keys_on) if keys is not None and on else None
         for df in frames:
             if self.horizon is not None:
                 df = df.filter(F.col(self.horizon[0]) >= F.lit(self.horizon[1]))
@@ -321,14 +325,15 @@ class LayeredState:
 
     def lookup(
         self, identity: tuple[str, ...] | None, keys: DataFrame, on: list[str],
-        ranges: dict[str, tuple[int, int]] | None = None,
+        ranges: dict[str, tuple[int, int]] | None = None, keys_on: list[str] | None = None,
     ) -> DataFrame:
         """The live rows whose ``on`` columns (any of the identity's: every layer's row of one
         identity carries the same values there, so all of them or none pass) match a row of ``keys``.
         ``ranges``: the (min, max) of some of ``on``'s columns over ``keys`` (:mod:`.key_ranges`):
-        every layer is first filtered by them, which lets its scan skip row groups."""
+        every layer is first filtered by them, which lets its scan skip row groups. ``keys_on``: the
+        columns of ``keys`` that hold those values, in ``on``'s order (default: ``on`` itself)."""
         kept = {c: r for c, r in (ranges or {}).items() if c in on}
-        return self._merge(self._frames(None, keys, on, key_ranges.range_filter(kept)), identity,
+        return self._merge(self._frames(None, keys, on, key_ranges.range_filter(kept), keys_on), identity,
                            keep_tombstones=False)
 
     def lookup_where(self, identity: tuple[str, ...], keys: DataFrame, on: list[str]) -> DataFrame:

@@ -93,3 +93,37 @@ def test_a_chain_under_a_folder_whose_name_spark_encodes(spark, tmp_path):
     layers = _write(spark, tmp_path / "Jane Doe's 100% home")
     state = LayeredState(spark, SCHEMA, layers, None)
     pd.testing.assert_frame_equal(_rows(state.select(("k",))), _expected(None))
+
+
+def test_lookups_by_the_same_keys_under_other_names_broadcast_them_once(spark, tmp_path):
+    """Two tables looked up by one keys frame, each under its own column name (``keys_on``:
+    the keys' columns, ``on``: the table's), find the same rows as a lookup by keys of the
+    table's own names, and their round's plan broadcasts the keys once and reuses the broadcast:
+    what lets an interval join's two state lookups and the aggregate over it share one job."""
+    layers = _write(spark, tmp_path / "a")
+    left = LayeredState(spark, SCHEMA, layers, None)
+    right = LayeredState(spark, StructType([StructField("id", LongType()), *SCHEMA.fields[1:]]),
+                         _renamed_layers(spark, tmp_path / "b"), None)
+    keys = spark.createDataFrame([(1,), (2,), (3,), (5,), (10,), (99,)], "key long")
+    from_left = left.lookup(("k",), keys, ["k"], keys_on=["key"])
+    from_right = right.lookup(("id",), keys, ["id"], keys_on=["key"])
+    expected = _expected(None)
+    expected = expected[expected["k"].isin([1, 2, 3, 5, 10, 99])].reset_index(drop=True)
+    pd.testing.assert_frame_equal(_rows(from_left), expected)
+    pd.testing.assert_frame_equal(_rows(from_right.withColumnRenamed("id", "k")), expected)
+    both = from_left.unionByName(from_right.withColumnRenamed("id", "k"))
+    plan = both._jdf.queryExecution().executedPlan().toString()
+    lines = plan.splitlines()
+    # each table's base and deltas are semi-joined with the keys: four uses, one broadcast
+    assert sum("BroadcastExchange" in ln and "ReusedExchange" not in ln for ln in lines) == 1, plan
+    assert sum("ReusedExchange" in ln for ln in lines) == 3, plan
+
+
+def _renamed_layers(spark, tmp_path: Path) -> list[tuple[str, bool]]:
+    """The layers of :data:`LAYERS` with the key column named ``id``."""
+    folders = []
+    for i, (uri, is_delta) in enumerate(_write(spark, tmp_path)):
+        out = str(tmp_path / "renamed" / f"w={i:010d}-a1" / "op.main")
+        spark.read.parquet(uri).withColumnRenamed("k", "id").coalesce(1).write.parquet(out)
+        folders.append((f"file://{out}", is_delta))
+    return folders
