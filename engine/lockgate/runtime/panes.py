@@ -85,12 +85,12 @@ def aggregate_by_pane(
     window, and the new horizon) and the merged partials of the windows the watermark closes
     (:func:`windows_from_panes`). ``keep`` persists the merged panes, which both read.
 
-    The state is read once, whole: every live pane is at or above the last horizon, so in a
-    window the watermark closes now (:func:`closing_panes` selects nearly all of it), and the
-    round reads them all anyway. The round's panes and the live ones are merged in one
-    aggregation that marks the panes a record touched (the delta); a lookup of the touched
-    panes first would broadcast the round's panes, one Spark job more, and read the state
-    twice."""
+    The state is read once, whole: every live pane starts above the last horizon,
+    ``prev_us - size``, which is where :func:`closing_panes` starts too, so the round's read of
+    its closing panes is nearly all of the live state anyway. The round's panes and the live ones
+    are merged in one aggregation that marks the panes a record touched (the delta); a lookup of
+    the touched panes first would broadcast the round's panes, one Spark job more, and read the
+    state twice."""
     spec, keys, aggs = cfg["window"], cfg["keys"], cfg["aggs"]
     identity = (*keys, PS)
     new = df.withColumn(PS, pane_start(spec, ts)).groupBy(*identity).agg(*agg.partial_exprs(aggs, df.schema))
