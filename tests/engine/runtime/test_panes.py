@@ -1,7 +1,8 @@
 """Sliding windows by pane, round by round: each round reads the live panes once and merges
 the window's records into them in one aggregation, so a round with state runs one Spark job
 (the collect of its delta and output), no broadcast of its panes before it; the emitted windows
-equal pandas' over the same bids, and the state holds only the panes still in an open window."""
+equal pandas' over the same bids, the state holds only the panes still in an open window, and a
+restore to a kept checkpoint gives the windows of the run that was not interrupted."""
 
 from __future__ import annotations
 
@@ -53,42 +54,74 @@ def one_window_per_round(monkeypatch):
     monkeypatch.setenv("LOCKGATE_CATCHUP", "off")
 
 
-def test_a_sliding_round_with_state_runs_one_spark_job_and_equals_pandas(tmp_path, spark):
-    out = tmp_path / "out"  # the sink's folder; the rounds below stage into it, none commits
+def _runner(spark, tmp_path: Path) -> CycleRunner:
+    """A runner of the sliding pipeline (a new one stands for a restarted process)."""
     path = tmp_path / "panes.py"
-    path.write_text(PIPELINE.replace("{out!r}", repr(str(out))))
+    if not path.exists():
+        path.write_text(PIPELINE.replace("{out!r}", repr(str(tmp_path / "out"))))
     plan = compile_pipeline(load_pipeline(f"{path}:pipeline"), spark)
-    runner = CycleRunner(spark, plan, "panes", str(tmp_path / "run"), SnapshotStore(tmp_path / "snapshots"))
+    return CycleRunner(spark, plan, "panes", str(tmp_path / "run"), SnapshotStore(tmp_path / "snapshots"))
+
+
+def _rounds(spark, runner: CycleRunner, windows: range, restore: RestorePoint | None, attempt: int = 1,
+            ) -> list[tuple[int, str, RestorePoint, int]]:
+    """Run ``windows`` one round each from ``restore``: per round, its window, its staged output
+    (a committed run renames it into the sink's folder), its restore point and its Spark jobs
+    (counted by the round's job group)."""
     sc = spark.sparkContext
-    tracker = sc.statusTracker()
-    jobs, staged, restore = [], [], None
-    for i, window in enumerate(range(W0, W0 + ROUNDS)):
-        sc.setJobGroup(f"panes-{i}", "a sliding round")
+    out = []
+    for window in windows:
+        group = f"panes-{window}-{attempt}"
+        sc.setJobGroup(group, "a sliding round")
         try:
-            result = runner.run(window, 1, restore)
+            result = runner.run(window, attempt, restore)
         finally:
             sc.setLocalProperty("spark.jobGroup.id", None)
-        jobs.append(len(tracker.getJobIdsForGroup(f"panes-{i}")))
-        staged.append((window, result.staged["out"]["uri"]))
         restore = RestorePoint(window, result.snapshot_uri, result.snapshot_manifest, result.positions)
-        # the state keeps only panes a window still open holds: starts above watermark - size
-        table = "per_auction.main"
-        panes = read_state_table(result.snapshot_uri, table, result.snapshot_manifest[table])
-        starts = panes["pane_start"].cast("int64").to_numpy()
-        assert len(starts) > 0
-        assert (starts > (window + 1) * CYCLE_US - SIZE_S * S).all(), f"round {i}: an expired pane kept"
-    # from the second round on there is state to merge: still one job (the collect), no broadcast
-    assert jobs[1:] == [1] * (ROUNDS - 1), jobs
+        out.append((window, result.staged["out"]["uri"], restore, len(sc.statusTracker().getJobIdsForGroup(group))))
+    return out
 
+
+def _output(rounds: list[tuple[int, str, RestorePoint, int]]) -> list[tuple]:
+    """Every round's staged windows: (cycle window, window start µs, auction, bids, top), sorted."""
+    got = pd.concat([_with_start_us(pq.read_table(uri)).to_pandas().assign(lg_window=w) for w, uri, _, _ in rounds],
+                    ignore_index=True)
+    return sorted(zip(got["lg_window"], got["start_us"], got["auction"], got["bids"], got["top"], strict=True))
+
+
+def _expected(first: int) -> list[tuple]:
+    """pandas' windows over the same bids, as :func:`_output` gives them, emitted from cycle
+    window ``first`` on."""
     bids = nexmark_events("bid", W0, W0 + ROUNDS - 1, **SOURCE)
     ref = sliding(bids, SIZE_S * S, SLIDE_S * S).groupby(["window_start", "window_end", "auction"]).agg(
         bids=("price", "size"), top=("price", "max")).reset_index()
     ref["lg_window"] = emit_cycle(ref["window_end"].to_numpy())
-    ref = ref[ref["lg_window"] < W0 + ROUNDS]
-    # each round's output as staged (a committed run renames it into the sink's folder)
-    got = pd.concat([_with_start_us(pq.read_table(uri)).to_pandas().assign(lg_window=w) for w, uri in staged],
-                    ignore_index=True)
-    assert len(got) == len(ref) > 0
-    expected = sorted(zip(ref["lg_window"], ref["window_start"], ref["auction"], ref["bids"], ref["top"], strict=True))
-    actual = sorted(zip(got["lg_window"], got["start_us"], got["auction"], got["bids"], got["top"], strict=True))
-    assert actual == expected
+    ref = ref[(ref["lg_window"] >= first) & (ref["lg_window"] < W0 + ROUNDS)]
+    return sorted(zip(ref["lg_window"], ref["window_start"], ref["auction"], ref["bids"], ref["top"], strict=True))
+
+
+def test_a_sliding_round_with_state_runs_one_spark_job_and_equals_pandas(tmp_path, spark):
+    rounds = _rounds(spark, _runner(spark, tmp_path), range(W0, W0 + ROUNDS), None)
+    for i, (window, _uri, restore, _jobs) in enumerate(rounds):
+        # the state keeps only panes a window still open holds: starts above watermark - size
+        table = "per_auction.main"
+        panes = read_state_table(restore.snapshot_uri, table, restore.snapshot_manifest[table])
+        starts = panes["pane_start"].cast("int64").to_numpy()
+        assert len(starts) > 0
+        assert (starts > (window + 1) * CYCLE_US - SIZE_S * S).all(), f"round {i}: an expired pane kept"
+    # from the second round on there is state to merge: still one job (the collect), no broadcast
+    jobs = [j for _, _, _, j in rounds]
+    assert jobs[1:] == [1] * (ROUNDS - 1), jobs
+
+    expected = _expected(W0)
+    assert len(expected) > 0
+    assert _output(rounds) == expected
+
+
+def test_a_restore_to_a_kept_checkpoint_gives_the_uninterrupted_windows(tmp_path, spark):
+    """A new runner (a restarted process) restored to the checkpoint of the second round runs the
+    rounds after it again, from the panes that checkpoint holds: the same windows as the run that
+    was not interrupted, and as pandas'."""
+    first = _rounds(spark, _runner(spark, tmp_path), range(W0, W0 + ROUNDS), None)
+    again = _rounds(spark, _runner(spark, tmp_path), range(W0 + 2, W0 + ROUNDS), first[1][2], attempt=2)
+    assert _output(again) == _output(first[2:]) == _expected(W0 + 2)
