@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 
 from . import key_ranges
 from .context import CycleContext
-from .key_bounds import KeyBound, inner_join_bounds
+from .key_bounds import inner_join_bounds
 from .layered_state import StateDelta
 from .windowing import event_micros
 
@@ -91,9 +91,12 @@ def interval_join(
     l_state = None if l_state is None or l_state.empty else l_state
     r_state = None if r_state is None or r_state.empty else r_state
     rnames = output_names(lcols, rcols)
+    # the keys of both sides' new records, under the left key's name and the right key's output
+    # name (the last bound: both names when they differ); no frame is built until one is used
+    bounds = inner_join_bounds(new_l, new_r, left_on, right_on, rnames)
     if how == "inner" and not ctx.analysis:
         # every pair holds a new record, its keys equal: the output's keys are the new records'
-        ctx.key_bounds[op] = inner_join_bounds(new_l, new_r, left_on, right_on, rnames)
+        ctx.key_bounds[op] = bounds
         out_ranges = key_ranges.join_output(ranges[0], ranges[1], left_on, right_on, rnames)
         if out_ranges:
             ctx.key_ranges[op] = out_ranges
@@ -130,7 +133,7 @@ def interval_join(
     # none of the other side's), so both broadcast one plan, which the round runs once; a running
     # aggregate keyed by the join's output keys looks its own state up by the same keys
     # (:mod:`.key_bounds`), so the round's three lookups share one broadcast
-    shared = KeyBound(tuple(rnames[c] for c in right_on), ((new_l, tuple(left_on)), (new_r, tuple(right_on))))
+    shared = bounds[-1]
     if r_state is not None or l_state is not None:
         keys, keys_on = shared.keys(), list(shared.columns)
         if r_state is not None:
