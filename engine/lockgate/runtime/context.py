@@ -9,6 +9,7 @@ from typing import Any
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
+from .empty import known_empty
 from .key_bounds import KeyBound
 from .layered_state import LayeredState, StateDelta
 from .plan_template import TemplateError
@@ -54,6 +55,11 @@ class CycleContext:
     template: bool = False
     #: a template round's parameters and their sentinels (:mod:`.round_template`)
     sentinels: dict[str, int] = field(default_factory=dict)
+    #: some input of the round holds no rows (a source slice with no records, a state table with
+    #: none yet): a frame to hold is first asked whether Spark proves it empty, and one that is
+    #: stays unheld, so that what reads it is pruned (the question costs an optimisation, which
+    #: a round of full inputs does not pay)
+    sparse: bool = False
 
     def iteration_folder(self, operator: str) -> str:
         """Where ``operator``'s iteration cycle keeps this window's supersteps."""
@@ -77,6 +83,8 @@ class CycleContext:
         if self.template:
             self.cached.append(df)
             return df
+        if self.sparse and known_empty(df):
+            return df
         df = df.persist(StorageLevel.MEMORY_AND_DISK)
         self.cached.append(df)
         return df
@@ -89,6 +97,8 @@ class CycleContext:
             return df
         if self.template:
             raise TemplateError("a round that computes a frame while it is built (localCheckpoint) has no template")
+        if self.sparse and known_empty(df):
+            return df
         return df.localCheckpoint(eager=True)
 
     def release(self) -> None:

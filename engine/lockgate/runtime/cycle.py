@@ -526,6 +526,8 @@ class CycleRunner:
         if piece.raw is not None:
             round_.raw[v.id] = piece.raw
         df = piece.df
+        if piece.empty or (piece.table is not None and piece.table.num_rows == 0):
+            ctx.sparse = True
         by_arrival = slices_by_arrival(cfg)
         late = F.col(cfg["event_time"]) < F.timestamp_micros(F.lit(ctx.prev_watermark_us))
         flagged = FLAG in df.columns
@@ -742,6 +744,7 @@ class CycleRunner:
             parallelism=max(v.parallelism for v in g.vertices.values()),
             state_in=state_in,
             iteration_folders=lambda op: self.snapshots.iteration_uri(self.job, op, window),
+            sparse=any(t not in state_in or state_in[t].empty for t in self._state_schemas),
         )
 
     def run(self, window: int, attempt: int, restore: RestorePoint | None) -> CycleResult:

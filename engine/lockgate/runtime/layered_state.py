@@ -26,6 +26,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, StructField, StructType
 
 from . import key_ranges
+from .empty import empty_frame
 from .file_reads import FileReads
 
 #: the tombstone flag of a delta's rows (true: the identity was removed)
@@ -305,7 +306,7 @@ class LayeredState:
     def _merge(self, frames: list[DataFrame], identity: tuple[str, ...] | None, keep_tombstones: bool) -> DataFrame:
         columns = [f.name for f in self.schema.fields]
         if not frames:
-            return self.spark.createDataFrame([], self.schema)
+            return empty_frame(self.spark, self.schema)
         union = frames[0]
         for df in frames[1:]:
             union = union.unionByName(df)
@@ -344,7 +345,7 @@ class LayeredState:
             return self.lookup(identity, keys, on)
         frames = self._frames(None, keys, on)
         if not frames:
-            return self.spark.createDataFrame([], self.schema)
+            return empty_frame(self.spark, self.schema)
         ids = frames[0].select(*identity)
         for df in frames[1:]:
             ids = ids.unionByName(df.select(*identity))

@@ -13,6 +13,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from ..errors import CompileError
+from .empty import empty_frame
 from .interval_join import output_names
 from .sources import source_schema
 
@@ -38,7 +39,7 @@ def read_table(spark: SparkSession, cfg: dict[str, Any], schema: StructType) -> 
         from .postgres import read_table as pg_read
 
         table = pg_read(cfg["url"], cfg["table"], cfg.get("columns"))
-        return spark.createDataFrame(table) if table.num_rows else spark.createDataFrame([], schema)
+        return spark.createDataFrame(table) if table.num_rows else empty_frame(spark, schema)
     reader = spark.read.format(cfg["format"]).options(**cfg.get("options", {}))
     return reader.schema(schema).load(cfg["path"])
 
@@ -47,7 +48,7 @@ def lookup_join(spark: SparkSession, cfg: dict[str, Any], df: DataFrame, analysi
     """``df`` joined with the table on the key columns: the stream's columns, then the
     table's (``_right`` on a name clash); ``how="left"`` keeps records with no match."""
     schema = table_schema(cfg["table"])
-    table = spark.createDataFrame([], schema) if analysis else read_table(spark, cfg["table"], schema)
+    table = empty_frame(spark, schema) if analysis else read_table(spark, cfg["table"], schema)
     lcols, rcols = list(df.columns), list(table.columns)
     names = output_names(lcols, rcols)
     left = df.select(*[F.col(c).alias(f"__l_{c}") for c in lcols])

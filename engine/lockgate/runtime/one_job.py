@@ -70,19 +70,35 @@ def pack(frames: list[DataFrame], tasks: int | None = None) -> DataFrame:
     from one does not build and analyse it again."""
     names = [f"__lg_t{i}" for i in range(len(frames))]
     types = [_ddl(df.schema) for df in frames]
-    union = None
+    parts = []
     for i, df in enumerate(frames):
         # one expression list per frame: it is parsed in the JVM, one call each
         columns = [f"{i} AS {TAIL}"] + [
             f"CAST({'struct(*)' if j == i else 'NULL'} AS {ddl}) AS {name}"
             for j, (name, ddl) in enumerate(zip(names, types, strict=True))
         ]
-        part = df.selectExpr(*columns)
-        union = part if union is None else union.union(part)
-    assert union is not None
+        parts.append(df.selectExpr(*columns))
+    union = union_all(parts)
     if tasks is not None:
         union = union.coalesce(max(1, tasks))
     return union
+
+
+def union_all(parts: list[DataFrame]) -> DataFrame:
+    """The union of ``parts`` (of one schema, by position) as one ``Union`` of them all, analysed
+    once: a chain of ``union`` calls analyses the whole growing union again at every part, which
+    for a round of many operators' tails cost more than a second."""
+    session = parts[0].sparkSession
+    jss = getattr(session, "_jsparkSession", None)
+    if jss is None or len(parts) == 1:  # Spark Connect builds its plan on the server
+        union = parts[0]
+        for part in parts[1:]:
+            union = union.union(part)
+        return union
+    jvm = session._jvm
+    plans = jvm.PythonUtils.toSeq([part._jdf.queryExecution().analyzed() for part in parts])
+    union = jvm.org.apache.spark.sql.catalyst.plans.logical.Union(plans, False, False)
+    return DataFrame(jvm.org.apache.spark.sql.classic.Dataset.ofRows(jss, union), session)
 
 
 def unpack(table: pa.Table, schemas: list[StructType], large_types: bool = False) -> list[pa.Table]:
@@ -101,4 +117,4 @@ def unpack(table: pa.Table, schemas: list[StructType], large_types: bool = False
     return out
 
 
-__all__ = ["TAIL", "collect_together", "pack", "packable", "unpack"]
+__all__ = ["TAIL", "collect_together", "pack", "packable", "union_all", "unpack"]

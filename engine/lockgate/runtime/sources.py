@@ -34,6 +34,7 @@ from .availability import (
     slice_column,
     slices_by_arrival,
 )
+from .empty import empty_frame
 from .file_reads import FileReads
 from .invalid import flagged, reader_options, reader_schema
 
@@ -170,7 +171,7 @@ def read_slice(
                 inside = inside and rng is not None and start_us <= rng[0] and rng[1] < end_us and counted is not None
                 rows += counted or 0
         if not chosen:
-            return SourceSlice(spark.createDataFrame([], schema), {"until_us": end_us, "files": 0}, empty=True)
+            return SourceSlice(empty_frame(spark, schema), {"until_us": end_us, "files": 0}, empty=True)
         raw = FileReads.of(spark).load(cfg["format"], reader_schema(cfg, schema), reader_options(cfg), chosen)
         ranged = key_ranges.of_schema(key_ranges.union(integer_ranges), schema)
         if inside:
@@ -245,7 +246,7 @@ class SourceSpan:
         """Every record of the span as one DataFrame (produced once for a source on the driver)."""
         if self.df is None and self.on_driver:
             self.df = read_slice(self.spark, self.cfg, self.schema, self.start_us, self.end_us, self.after).df
-        return self.df if self.df is not None else self.spark.createDataFrame([], self.schema)
+        return self.df if self.df is not None else empty_frame(self.spark, self.schema)
 
     def position(self, start_us: int, end_us: int) -> dict[str, Any]:
         """Where the source stands after ``[start_us, end_us)``, without reading it."""
@@ -268,7 +269,7 @@ class SourceSpan:
         files = sum(1 for rng in self._ranges if rng is None or (rng[1] >= start_us and rng[0] < end_us))
         position = {"until_us": end_us, "files": files}
         if self.df is None or files == 0:
-            return SourceSlice(self.spark.createDataFrame([], self.schema), position, empty=True)
+            return SourceSlice(empty_frame(self.spark, self.schema), position, empty=True)
         col = slice_column(self.cfg)
         lo, hi = F.timestamp_micros(F.lit(start_us)), F.timestamp_micros(F.lit(end_us))
         cond = (F.col(col) >= lo) & (F.col(col) < hi)
@@ -292,5 +293,5 @@ def _table_ranges(table: pa.Table, schema: StructType) -> dict[str, tuple[int, i
 
 def _from_arrow(spark: SparkSession, table: pa.Table, schema: StructType) -> DataFrame:
     if table.num_rows == 0:
-        return spark.createDataFrame([], schema)
+        return empty_frame(spark, schema)
     return spark.createDataFrame(table)
