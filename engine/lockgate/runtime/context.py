@@ -55,10 +55,11 @@ class CycleContext:
     template: bool = False
     #: a template round's parameters and their sentinels (:mod:`.round_template`)
     sentinels: dict[str, int] = field(default_factory=dict)
-    #: some input of the round holds no rows (a source slice with no records, a state table with
-    #: none yet): a frame to hold is first asked whether Spark proves it empty, and one that is
-    #: stays unheld, so that what reads it is pruned (the question costs an optimisation, which
-    #: a round of full inputs does not pay)
+    #: a source's slice of the round holds no records: a frame to hold is first asked whether
+    #: Spark proves it empty, and one that is stays unheld, so that what reads it is pruned (the
+    #: question costs an optimisation, which a round with records does not pay; a state table with
+    #: no rows does not set it: a tumbling window's state is empty after every round that closed
+    #: its windows, and the frames such a round holds come from its records)
     sparse: bool = False
 
     def iteration_folder(self, operator: str) -> str:

@@ -744,7 +744,6 @@ class CycleRunner:
             parallelism=max(v.parallelism for v in g.vertices.values()),
             state_in=state_in,
             iteration_folders=lambda op: self.snapshots.iteration_uri(self.job, op, window),
-            sparse=any(t not in state_in or state_in[t].empty for t in self._state_schemas),
         )
 
     def run(self, window: int, attempt: int, restore: RestorePoint | None) -> CycleResult:
