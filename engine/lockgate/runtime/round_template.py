@@ -27,6 +27,7 @@ from pyspark.sql.types import StructType
 
 from .layered_state import StateDelta
 from .plan_template import PlanTemplate, offset_of, sentinel
+from .settings import switch
 
 #: the round's bounds every template takes as parameters (CycleContext's fields)
 BOUNDS = ("start_us", "end_us", "prev_watermark_us", "watermark_us")
@@ -38,7 +39,7 @@ UNTEMPLATED = frozenset({"graph_compute", "graph_traverse", "lookup_join"})
 def enabled() -> bool:
     """Whether runners keep round templates (``LOCKGATE_ROUND_TEMPLATES=0`` builds every round step
     by step, as before templates: for a comparison, or to rule them out)."""
-    return os.environ.get("LOCKGATE_ROUND_TEMPLATES", "1").strip() not in ("0", "false", "off")
+    return switch("LOCKGATE_ROUND_TEMPLATES")
 
 
 def build_after() -> int:

@@ -234,3 +234,11 @@ def test_a_frame_derived_from_the_round_is_kept_once_and_bound_each_round(spark,
         got = dict(zip(sums.column("k").to_pylist(), sums.column("total").to_pylist(), strict=True))
         assert got == expected.groupby("k")["v"].sum().to_dict()
     assert made == [2], "the union is built once, then bound"
+
+
+@pytest.mark.parametrize("value, on", [("0", False), ("OFF", False), ("False", False), (" off ", False), ("1", True)])
+def test_the_templates_switch_reads_any_case(monkeypatch, value, on):
+    from lockgate.runtime import round_template
+
+    monkeypatch.setenv("LOCKGATE_ROUND_TEMPLATES", value)
+    assert round_template.enabled() is on
