@@ -526,8 +526,7 @@ class CycleRunner:
         if piece.raw is not None:
             round_.raw[v.id] = piece.raw
         df = piece.df
-        if piece.empty or (piece.table is not None and piece.table.num_rows == 0):
-            ctx.sparse = True
+        ctx.sparse = ctx.sparse or piece.no_records
         by_arrival = slices_by_arrival(cfg)
         late = F.col(cfg["event_time"]) < F.timestamp_micros(F.lit(ctx.prev_watermark_us))
         flagged = FLAG in df.columns
@@ -781,6 +780,8 @@ class CycleRunner:
             if self._templates_on:
                 t1 = time.perf_counter()
                 pieces = {head.vertex.id: self._slice(ctx, head) for walk in self._walks for head in walk.heads}
+                # a round bound from its template holds its frames through ctx.cache as well
+                ctx.sparse = any(piece.no_records for piece in pieces.values())
                 read_s = time.perf_counter() - t1
                 bound = self._bound_round(ctx, round_, pieces)
                 plan_s = time.perf_counter() - t1 - read_s

@@ -126,6 +126,12 @@ class SourceSlice:
     #: the (min, max) of its integer columns, known on the driver (:mod:`lockgate.runtime.key_ranges`)
     key_ranges: dict[str, tuple[int, int]] = field(default_factory=dict)
 
+    @property
+    def no_records(self) -> bool:
+        """Whether the slice is known on the driver to hold no records (no file in the window, or
+        rows made on the driver and none made): its frame is an empty LocalRelation."""
+        return self.empty or (self.table is not None and self.table.num_rows == 0)
+
 
 def read_slice(
     spark: SparkSession, cfg: dict[str, Any], schema: StructType, start_us: int, end_us: int,

@@ -106,7 +106,11 @@ def _records(root: Path) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-def test_a_round_with_no_records_runs_few_jobs_and_its_outputs_equal_pandas(spark, tmp_path):
+@pytest.mark.parametrize("after", ["2", "0"], ids=["built-step-by-step", "bound-from-templates"])
+def test_a_round_with_no_records_runs_few_jobs_and_its_outputs_equal_pandas(spark, tmp_path, monkeypatch, after):
+    """Windows 2 and 3 are built step by step by default; with templates kept from a shape's first
+    round, window 3 is bound from the template window 2 made."""
+    monkeypatch.setenv("LOCKGATE_ROUND_TEMPLATE_AFTER", after)
     root = tmp_path / "events"
     root.mkdir()
     records = _records(root)
@@ -117,7 +121,7 @@ def test_a_round_with_no_records_runs_few_jobs_and_its_outputs_equal_pandas(spar
     sc = spark.sparkContext
     restore, jobs, staged = None, {}, {}
     for window in range(W0, W0 + ROUNDS):
-        group = f"sparse-{window}"
+        group = f"sparse-{after}-{window}"
         sc.setJobGroup(group, "a round")
         try:
             result = runner.run(window, 1, restore)
