@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from . import jvm_profile
-from .config import LG_DETAIL, LG_PHASES, SHORT, STREAMING, TARGETS
+from .config import LG_DETAIL, LG_PHASES, SHORT, STREAMING, TARGETS, per_cycle_target
 from .workloads import WORKLOADS
 
 SSS_PHASES = ("latestOffset", "getBatch", "queryPlanning", "walCommit", "addBatch", "commitOffsets", "other")
@@ -118,6 +118,9 @@ def summarize(doc: dict[str, Any]) -> dict[str, Any]:
             phase_names = sorted({k for r in rs for k in _phase_ms(r)})
             s["phase_slopes_ms"] = {k: slope([(r["cut"], _phase_ms(r).get(k, 0.0)) for r in rs]) for k in phase_names}
             s["process_by_cut"] = {str(cut): _median([r["process_s"] for r in rs if r["cut"] == cut]) for cut in cuts}
+            split = [x for x in (rounds(r) for r in fin) if x is not None]
+            if split:
+                s["rounds"] = {k: _median([x[k] for x in split]) for k in split[0]}
         table.setdefault(wl, {})[c] = s
     ratios: dict[str, dict[str, float | None]] = {}
     for wl, cs in table.items():
@@ -162,8 +165,10 @@ def targets(doc: dict[str, Any], table: dict[str, Any], ratios: dict[str, Any]) 
             cpu = ratios[wl].get(f"cpu lockgate/{c}")
             if r is not None:
                 out.append({"target": f"{wl}: Lockgate / {SHORT[c]} throughput >= {TARGETS['ratio_vs_sss']}",
-                            "value": f"{r:.2f}" + (f" (per CPU-second {cpu:.2f})" if cpu else ""),
-                            "met": r >= TARGETS["ratio_vs_sss"]})
+                            "value": f"{r:.2f}", "met": r >= TARGETS["ratio_vs_sss"]})
+            if cpu is not None:
+                out.append({"target": f"{wl}: Lockgate / {SHORT[c]} per CPU-second >= {TARGETS['cpu_ratio_vs_sss']}",
+                            "value": f"{cpu:.2f}", "met": cpu >= TARGETS["cpu_ratio_vs_sss"]})
     bf = ratios.get("w1", {}).get("batch_factor")
     if bf is not None:
         note = "" if doc["size"]["name"] == "full" else f" (measured on {doc['size']['name']}, target is for full)"
@@ -177,10 +182,11 @@ def targets(doc: dict[str, Any], table: dict[str, Any], ratios: dict[str, Any]) 
             continue
         pc = lg.get("per_cycle_ms")
         if pc is not None:
+            limit_ms = per_cycle_target(wl)
             cpc = lg.get("per_cycle_cpu_ms")
-            out.append({"target": f"{wl}: Lockgate per-cycle overhead < {TARGETS['per_cycle_ms']:.0f} ms",
+            out.append({"target": f"{wl}: Lockgate per-cycle cost (slope) <= {limit_ms:.0f} ms",
                         "value": f"{pc:.0f} ms" + (f" (CPU {cpc:.0f} ms)" if cpc is not None else ""),
-                        "met": pc < TARGETS["per_cycle_ms"]})
+                        "met": pc <= limit_ms})
         share, row = lg.get("checkpoint_share"), lg.get("checkpoint_row_share") or 0.0
         if share is not None:
             limit = TARGETS["checkpoint_share"]
@@ -191,6 +197,28 @@ def targets(doc: dict[str, Any], table: dict[str, Any], ratios: dict[str, Any]) 
                                     if upper is not None else "") + ")",
                         "met": share < limit})
     return out
+
+
+#: the rounds a run's "first rounds" are: a fresh JVM compiling, rounds built step by step
+FIRST_ROUNDS = 6
+
+
+def rounds(run: dict[str, Any]) -> dict[str, float] | None:
+    """A streaming run's rounds (micro-batches) split in two: the first :data:`FIRST_ROUNDS`, in s
+    (from the first's start to the next one's), the rest in s (to the last one's end), and the
+    rest's median round in ms. A Lockgate round runs from its cycle's start to its end; a
+    micro-batch from its start for its ``triggerExecution`` (batches with no rows left out)."""
+    pc = run.get("per_cycle") or []
+    if run["contender"] == "lockgate":
+        spans = [(c["start"], c["end"]) for c in pc if "start" in c and "end" in c]
+    else:
+        spans = [(c["start"], c["start"] + c["triggerExecution"] / 1000)
+                 for c in pc if c.get("rows") and "start" in c and "triggerExecution" in c]
+    if len(spans) <= FIRST_ROUNDS + 1:
+        return None
+    rest = spans[FIRST_ROUNDS:]
+    return {"first_s": rest[0][0] - spans[0][0], "rest_s": rest[-1][1] - rest[0][0],
+            "rest_rounds": len(rest), "steady_ms": statistics.median((e - b) * 1000 for b, e in rest)}
 
 
 # -- Markdown ------------------------------------------------------------------------------
@@ -404,6 +432,17 @@ def markdown(doc: dict[str, Any], summ: dict[str, Any]) -> str:
         k = next(iter(first.values()))
         lines += ["", f"Killed after window {k['kill_after_window']} of {k['windows']}; every restored output "
                   "equalled the uninterrupted run's."]
+    split = [(wl, c, cs[c]["rounds"]) for wl, cs in summ["table"].items() for c in STREAMING
+             if c in cs and cs[c].get("rounds")]
+    if split:
+        lines += ["", f"## First rounds and the rest ({finest} cycles)", "",
+                  f"Each run's first {FIRST_ROUNDS} rounds (micro-batches) from the first's start to the next one's; "
+                  "the rest from there to the last one's end, and its median round.", "",
+                  f"| workload | contender | first {FIRST_ROUNDS} rounds, s | the rest, s | the rest's median round, ms |",
+                  "|---|---|---:|---:|---:|"]
+        for wl, c, x in split:
+            lines.append(f"| {WORKLOADS[wl].title} | {SHORT[c]} | {x['first_s']:.1f} | "
+                         f"{x['rest_s']:.1f} ({x['rest_rounds']:.0f}) | {x['steady_ms']:,.0f} |")
     if summ["targets"]:
         lines += ["", "## Targets", "", "| target | measured | met |", "|---|---:|:---:|"]
         for t in summ["targets"]:
@@ -462,7 +501,7 @@ def chart(doc: dict[str, Any], summ: dict[str, Any], path: Path) -> None:
                 xs.append(j + (i - (len(stream) - 1) / 2) * width)
                 ys.append(v)
         ax.bar(xs, ys, width, label=SHORT[c], color=colors[c])
-    ax.axhline(TARGETS["per_cycle_ms"], color="k", linestyle="--", linewidth=1, label="target 300 ms")
+    ax.axhline(TARGETS["per_cycle_ms"], color="k", linestyle="--", linewidth=1, label="target 300 ms (200 on W0, W1, W4)")
     ax.set_xticks(range(len(wls)), [WORKLOADS[w].title.split(" (")[0] for w in wls], fontsize=8)
     ax.set_ylabel("ms per cycle")
     cuts = ", ".join(map(str, sorted(doc["cuts"])))

@@ -131,6 +131,30 @@ def test_bench_report_from_results(repo_root: Path, tmp_path: Path) -> None:
     assert "- W5 winning bid per auction (q9), SSS: `[STREAMING_OUTPUT_MODE.UNSUPPORTED_OPERATION]" in md
     assert summ["ratios"]["w5"]["lockgate/sss"] is None
     assert (tmp_path / "chart.png").stat().st_size > 10_000
+    # issue 28's targets: 2.0x either store's throughput, 1.5x per CPU-second, 200 ms a round on W1
+    met = {t["target"]: t["met"] for t in summ["targets"]}
+    assert met["w1: Lockgate / SSS throughput >= 2.0"] is False
+    assert "w1: Lockgate per-cycle cost (slope) <= 200 ms" in met
+
+
+def test_bench_rounds_first_and_rest(repo_root: Path) -> None:
+    """A run's first six rounds and the rest, from a Lockgate run's cycles and a micro-batch's
+    start and triggerExecution (batches with no rows left out)."""
+    bench = _bench(repo_root)
+    # Lockgate: round i starts at i s and lasts 0.5 s, but the first six take 2 s each
+    t, cycles = 100.0, []
+    for i in range(10):
+        span = 2.0 if i < 6 else 0.5
+        cycles.append({"window": i, "start": t, "end": t + span})
+        t += span
+    lg = bench.report.rounds({"contender": "lockgate", "per_cycle": cycles})
+    assert lg == {"first_s": 12.0, "rest_s": 2.0, "rest_rounds": 4, "steady_ms": 500.0}
+    batches = [{"batch": i, "start": 50.0 + i, "rows": 10, "triggerExecution": 800} for i in range(9)]
+    batches.append({"batch": 9, "start": 59.0, "rows": 0, "triggerExecution": 5})
+    sss = bench.report.rounds({"contender": "sss", "per_cycle": batches})
+    assert sss is not None and sss["first_s"] == 6.0 and sss["rest_rounds"] == 3
+    assert abs(sss["rest_s"] - 2.8) < 1e-9 and abs(sss["steady_ms"] - 800.0) < 1e-9
+    assert bench.report.rounds({"contender": "lockgate", "per_cycle": cycles[:7]}) is None
 
 
 def _bench_command(repo_root: Path, *args: str) -> subprocess.CompletedProcess[str]:
