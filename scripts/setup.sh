@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Idempotent set-up of a Lockgate checkout: $REPO/.venv with lockgate[airflow,dev] installed
+# Idempotent set-up of a Lockgate checkout: $REPO/.venv with lockgate[airflow,dev,lineage] installed
 # editable, and Debian's chromium for the browser tests. Needs Python 3.11 (python3, or $PYTHON) and Java 17+. Re-running is fast: pip runs
 # only when pyproject.toml changed (stamp file), the pyspark check below always runs (<1 s).
 #
@@ -41,13 +41,13 @@ if [ ! -x "$PY" ]; then
     "$PYTHON" -m venv "$VENV" || { rm -rf "$VENV"; die "cannot create a venv (on Debian: apt-get install python3-venv)."; }
 fi
 
-# 3. lockgate[airflow,dev], editable: only when pyproject.toml changed since the last success.
+# 3. lockgate[airflow,dev,lineage], editable: only when pyproject.toml changed since the last success.
 want="$(sha256sum "$REPO/pyproject.toml" | cut -d' ' -f1)"
 if [ "$(cat "$STAMP" 2>/dev/null || true)" != "$want" ]; then
     rm -f "$STAMP"
     : >"$LOG"
-    say "installing lockgate[airflow,dev] into $VENV (a few minutes on a fresh machine; log: $LOG)"
-    pip_q install -e ".[airflow,dev]"
+    say "installing lockgate[airflow,dev,lineage] into $VENV (a few minutes on a fresh machine; log: $LOG)"
+    pip_q install -e ".[airflow,dev,lineage]"
 fi
 # an editable install made before a package existed leaves it unimportable: redo it
 if ! "$PY" -c 'import lockgate, lockgate_provider as p; p.get_provider_info()' >/dev/null 2>&1; then
