@@ -88,6 +88,10 @@ def _parser() -> argparse.ArgumentParser:
                         "auto (adaptive), off (one window per round) or a number (default: $LOCKGATE_CATCHUP, "
                         "else auto)")
     r.add_argument("--no-progress", action="store_true")
+    r.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                   help="embedded runs: serve Prometheus metrics at http://--metrics-host:PORT/metrics while "
+                   "the run lasts (a controller serves its own: lockgate server --metrics-port)")
+    r.add_argument("--metrics-host", default="127.0.0.1", help="address of the metrics endpoint (default 127.0.0.1)")
     _reattach_flag(r)
     f = sub.add_parser("follow", help="follow a job under way until it rests (FINISHED, STOPPED or FAILED)")
     f.add_argument("job")
@@ -167,6 +171,7 @@ def _run(args: argparse.Namespace, client: Any) -> int:
         raise InvalidArgumentError(f"--to-window {last} is before --from-window {first}: nothing to run")
     if args.catchup is not None:
         check_catchup(args.catchup, "--catchup")
+    _serve_metrics(args)
     total = (last - first + 1) if (first is not None and last is not None) else None
     progress = Progress(total, enabled=not args.no_progress and not args.json)
     tally = Tally(progress)
@@ -190,6 +195,23 @@ def _run(args: argparse.Namespace, client: Any) -> int:
     )
     _out(args, res.to_dict(), text)
     return 0
+
+
+def _serve_metrics(args: argparse.Namespace) -> None:
+    """``run --metrics-port``: serve this process' metrics (a port that cannot be bound is said, not fatal)."""
+    if getattr(args, "metrics_port", None) is None:
+        return
+    if args.controller != "embedded":
+        print("lockgate run: --metrics-port serves embedded runs only; the controller serves its own "
+              "(lockgate server --metrics-port)", file=sys.stderr)
+        return
+    from .. import metrics
+
+    exporter = metrics.serve(args.metrics_port, args.metrics_host)
+    if exporter.serving:
+        print(f"lockgate run: Prometheus metrics at {exporter.url}", file=sys.stderr)
+    else:
+        print(f"lockgate run: no metrics endpoint ({exporter.error}); the run goes on", file=sys.stderr)
 
 
 def _reattach(args: argparse.Namespace, err: Any, first: int | None, last: int | None, tally: Any,

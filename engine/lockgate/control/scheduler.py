@@ -50,6 +50,8 @@ from ..errors import (
     WindowGapError,
 )
 from ..logs import get_logger, log_event
+from ..metrics import MetricsRecorder
+from ..metrics import current as current_metrics
 from ..plan.logical import OperatorKind, PipelineGraph
 from ..plan.one_pass import one_pass
 from ..runtime.availability import slices_by_arrival
@@ -180,6 +182,7 @@ class CycleScheduler:
         executor: CycleExecutor,
         keep_checkpoints: int = 10,
         on_event: Callable[[JobEvent], None] | None = None,
+        metrics: MetricsRecorder | None = None,
     ):
         self.catalog = catalog
         self.snapshots = snapshots
@@ -189,6 +192,8 @@ class CycleScheduler:
         self.executor = executor
         self.keep = max(1, keep_checkpoints)
         self.on_event = on_event or (lambda e: None)
+        #: what the rounds tell Prometheus (default: this process' recorder, a no-op unless served)
+        self.metrics = metrics or current_metrics()
         self.restore: RestorePoint | None = None
         self.last_window: int | None = None
         self.sinks = sinks_of(graph)
@@ -216,6 +221,7 @@ class CycleScheduler:
             log.exception("event handler failed")
 
     def _moved(self, state: JobState, reason: str) -> None:
+        self.metrics.job_state(self.job, state.value)
         self._emit(_event("state", self.job, state=state.value, message=reason))
 
     def enter_running(self, reason: str) -> None:
@@ -269,6 +275,7 @@ class CycleScheduler:
         log_event(log, "fenced_attempt_removed", job=self.job, window=window, attempt=attempt)
 
     def _fenced_error(self, window: int, cause: BaseException) -> FencedError:
+        self.metrics.run_fenced(self.job)
         current = None
         with contextlib.suppress(Exception):
             current = self.catalog.get_job(self.job).generation
@@ -318,6 +325,9 @@ class CycleScheduler:
         except BaseException as err:
             self.fail(err)
             raise
+        if self.last_window is not None:
+            resumed = is_terminal(prior) or prior in (JobState.CREATED, JobState.STOPPING)
+            self.metrics.restored(self.job, "resume" if resumed else "recovery")
 
     def _recover(self, reset_state: bool) -> None:
         # 1. rounds that never reached STAGED: what they wrote is garbage (collected below;
@@ -470,6 +480,7 @@ class CycleScheduler:
 
     def run_window(self, window: int) -> CycleResult:
         """One full round for ``window`` (which must be the next one)."""
+        t0 = time.perf_counter()
         cycle = self.catalog.begin_cycle(self.job, window, self.generation, self.plan_version)
         self._emit(_event("cycle_started", self.job, window=window))
         faults.maybe_crash("before_run", window)
@@ -480,10 +491,12 @@ class CycleScheduler:
                 self._abandon(window, cycle.attempt)
                 raise self._fenced_error(window, err) from err
             self.catalog.fail_cycle(cycle.id, failure_text(err))
+            self.metrics.round_failed(self.job)
             self._emit(_event("cycle_failed", self.job, window=window, message=str(err)))
             raise
         except BaseException as err:
             self.catalog.fail_cycle(cycle.id, failure_text(err))
+            self.metrics.round_failed(self.job)
             self._emit(_event("cycle_failed", self.job, window=window, message=str(err)))
             raise
         manifest = {**result.to_manifest(), "sinks": self.sinks}
@@ -501,6 +514,7 @@ class CycleScheduler:
         tail = self._commit(cycle.id, window, manifest, result.rows_in, result.rows_out, self.plan_version)
         result.timings.update(tail)
         self.restore = RestorePoint(window, result.snapshot_uri, result.snapshot_manifest, result.positions)
+        self.metrics.round_committed(self.job, result, time.perf_counter() - t0, self.graph)
         self._emit(
             _event(
                 "cycle_done",
@@ -522,6 +536,7 @@ class CycleScheduler:
         leaves the committed windows committed and the staged ones to the recovery."""
         if len(windows) == 1:
             return [self.run_window(windows[0])]
+        t0 = time.perf_counter()
         cycles = self.catalog.begin_cycles(self.job, windows, self.generation, self.plan_version)
         for w in windows:
             self._emit(_event("cycle_started", self.job, window=w))
@@ -539,6 +554,8 @@ class CycleScheduler:
             self._fail_cycles(cycles, err)
             raise
         manifests = [{**result.to_manifest(), "sinks": self.sinks} for result in results]
+        self.metrics.catchup_group(self.job, len(windows))
+        share = (time.perf_counter() - t0) / len(windows)  # each window's part of the group's run
         for result in results:
             faults.maybe_crash("before_stage", result.window)
         try:  # the group's windows are staged together: all of them or none
@@ -560,6 +577,8 @@ class CycleScheduler:
             checkpoint_ms[cycle.id] = {"checkpoint": tail["checkpoint"]}
             result.timings.update(tail)
             self.restore = RestorePoint(result.window, result.snapshot_uri, result.snapshot_manifest, result.positions)
+            self.metrics.round_committed(self.job, result, share + (tail["commit"] + tail["checkpoint"]) / 1000,
+                                         self.graph)
             self._emit(
                 _event(
                     "cycle_done", self.job, window=result.window, rows_in=result.rows_in, rows_out=result.rows_out,
@@ -572,6 +591,7 @@ class CycleScheduler:
     def _fail_cycles(self, cycles: list[Any], err: BaseException) -> None:
         for c in cycles:
             self.catalog.fail_cycle(c.id, failure_text(err))
+        self.metrics.round_failed(self.job, len(cycles))
         self._emit(_event("cycle_failed", self.job, window=cycles[0].window, message=str(err)))
 
     def check_gap(self, first: int) -> None:

@@ -77,6 +77,11 @@ def add_server_parser(sub: Any) -> argparse.ArgumentParser:
     s.add_argument("--orphan-grace", type=float, default=60.0,
                    help="seconds a worker outlives a controller that died (kill -9, a crash), keeping its Spark "
                    "session warm for the next controller to adopt (default 60; 0: workers exit with it)")
+    s.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                   help="serve Prometheus metrics at http://--metrics-host:PORT/metrics (default: none; "
+                   "0 picks a free port)")
+    s.add_argument("--metrics-host", default="127.0.0.1",
+                   help="address of the metrics endpoint (default 127.0.0.1; it has no authentication)")
     s.add_argument("--keep-lost-workers", action="store_true",
                    help="do not kill lost workers' processes (fencing still refuses them); for debugging")
     return s
@@ -138,4 +143,6 @@ def _config(args: argparse.Namespace, conf: dict[str, str], load_token: Any, Ser
         pipelines=list(args.pipelines),
         pipeline_modules=list(args.pipeline_modules),
         allow_any_pipeline=args.allow_any_pipeline,
+        metrics_port=getattr(args, "metrics_port", None),
+        metrics_host=getattr(args, "metrics_host", None) or "127.0.0.1",
     )

@@ -74,6 +74,10 @@ class ServerConfig:
     pipeline_modules: list[str] = field(default_factory=list)
     #: development only: accept any pipeline reference (loopback binds only)
     allow_any_pipeline: bool = False
+    #: the port of the Prometheus endpoint (None: no metrics are recorded or served)
+    metrics_port: int | None = None
+    #: the address the Prometheus endpoint binds (loopback unless told otherwise)
+    metrics_host: str = "127.0.0.1"
 
     def __post_init__(self) -> None:
         self.home = os.path.abspath(os.path.expanduser(self.home))
@@ -89,6 +93,8 @@ class ServerConfig:
 
         if self.max_streams < 1 or self.max_streams_per_client < 1:
             raise ValueError("--max-streams and --max-streams-per-client must be at least 1")
+        if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
+            raise ValueError(f"--metrics-port must be 0..65535, got {self.metrics_port}")
         if self.worker_port is not None and not 0 <= self.worker_port <= 65535:
             raise ValueError(f"--worker-port must be 0..65535, got {self.worker_port}")
         self.pipelines = [os.path.realpath(os.path.expanduser(p)) for p in self.pipelines]

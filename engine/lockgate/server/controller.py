@@ -43,6 +43,7 @@ from ..errors import (
     WindowGapError,
 )
 from ..logs import get_logger, log_event
+from ..metrics import NO_METRICS, MetricsRecorder, PrometheusMetrics
 from ..states import JobState, is_terminal
 from .config import ServerConfig
 from .limits import check_name
@@ -107,6 +108,10 @@ class Controller:
         # made now, so an orphan that calls as soon as the gRPC server listens is adopted;
         # it starts workers only from start() on
         self.pool: WorkerPool | None = WorkerPool(config, on_lost=self._worker_lost)
+        #: Prometheus metrics of the jobs and workers (--metrics-port; recorded only when served)
+        self.metrics: MetricsRecorder = PrometheusMetrics() if config.metrics_port is not None else NO_METRICS
+        self.pool.metrics = self.metrics
+        self.metrics.watch_workers(lambda: [h.state.value for h in self.pool.workers()] if self.pool else [])
         #: set when the controller goes away: runs end without writing; the next controller resumes them
         self.shutting_down = False
         self.started_at = time.time()
@@ -146,6 +151,7 @@ class Controller:
             register=self.register,
             ended=self.runner_ended,
             shutting_down=lambda: self.shutting_down,
+            metrics=self.metrics,
         )
 
     def _worker_lost(self, h: Any) -> None:
@@ -374,7 +380,9 @@ class Controller:
                 raise JobStateError(f"job '{job}' is being restored already")
             self._restoring.add(job)
         try:
-            return self.jobs.restore(job, window, reset_state)
+            restored = self.jobs.restore(job, window, reset_state)
+            self.metrics.restored(job, "rollback")
+            return restored
         except CheckpointNotFoundError as err:
             # the job exists, the window has no checkpoint (checked before anything changes):
             # a precondition of the restore fails

@@ -46,6 +46,7 @@ from typing import Any
 
 from ..errors import FencedError, InvalidArgumentError
 from ..logs import get_logger, log_event
+from ..metrics import NO_METRICS, MetricsRecorder
 from .config import ServerConfig
 from .errors import ResourceExhaustedError, WorkerLostError, WorkerStartError
 from .generated import lockgate_worker_pb2 as wpb
@@ -241,6 +242,8 @@ class WorkerPool:
         self._adopt_until = 0.0
         self._adopt_job_until = 0.0
         self._monitor = threading.Thread(target=self._watch, name="lockgate-worker-monitor", daemon=True)
+        #: the controller's metrics (set by it; a no-op without --metrics-port)
+        self.metrics: MetricsRecorder = NO_METRICS
         if advertise:
             self.start(advertise)
 
@@ -628,6 +631,7 @@ class WorkerPool:
         h.state = WState.IDLE
         self.handles[wid] = h
         self._record(h)
+        self.metrics.worker_adopted()
         return h
 
     def tasks_of(self, h: WorkerHandle, is_active: Callable[[], bool]) -> Iterator[Any]:
@@ -825,6 +829,7 @@ class WorkerPool:
                 if ended is not None:
                     lost.append((h, ended))
                 elif h.last_seen is not None and now - h.last_seen > cfg.heartbeat_timeout_s:
+                    self.metrics.heartbeat_missed()
                     lost.append((h, f"missed the heartbeat deadline: no heartbeat for {now - h.last_seen:.1f}s "
                                     f"(timeout {cfg.heartbeat_timeout_s:g}s)"))
                 elif not h.connected and now - h.spawned > cfg.worker_start_timeout_s:

@@ -38,6 +38,7 @@ from ..control.scheduler import CycleScheduler
 from ..control.transitions import JobTransitions
 from ..errors import CompileError, FencedError, LockgateError
 from ..logs import get_logger, log_event
+from ..metrics import NO_METRICS, MetricsRecorder
 from ..plan.logical import PipelineGraph
 from ..runtime.results import CycleResult, RestorePoint
 from ..states import JobState
@@ -154,6 +155,8 @@ class RunContext:
     ended: Callable[[JobRunner], None]
     #: True once the controller is going away: runs end without writing, the next controller resumes them
     shutting_down: Callable[[], bool]
+    #: the controller's metrics (a no-op without --metrics-port)
+    metrics: MetricsRecorder = NO_METRICS
 
 
 class ServerScheduler(CycleScheduler):
@@ -430,7 +433,7 @@ class JobRunner:
             f"plan {plan.version}"))
         sched = ServerScheduler(
             ctx.catalog, ctx.snapshots, plan.graph, self.job, cfg.home, RemoteCycleExecutor(self),
-            cfg.keep_checkpoints, self._on_cycle_event, runner=self,
+            cfg.keep_checkpoints, self._on_cycle_event, runner=self, metrics=ctx.metrics,
         )
         # the first attempt of a request resets state when asked; later ones only while no
         # window completed since (reset_state_at), so a retry never drops the new state

@@ -29,6 +29,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from ..control.catchup import GroupSizer
 from ..errors import LockgateError
 from ..logs import get_logger, log_event
+from ..metrics import MetricsExporter, PrometheusMetrics
 from . import convert, security
 from .config import ServerConfig, keepalive_timeout_ms
 from .controller import Controller
@@ -46,6 +47,7 @@ from .limits import (
     check_timeout,
     check_window,
 )
+from .metrics import RequestMetricsInterceptor
 from .runner import RunSpec
 
 log = get_logger("server.service")
@@ -357,7 +359,7 @@ class Server:
         threads = config.max_streams + UNARY_THREADS
         self.grpc = grpc.server(
             ThreadPoolExecutor(max_workers=threads, thread_name_prefix="lockgate-rpc"),
-            interceptors=[*self._interceptors("client"), MalformedRequestInterceptor()],
+            interceptors=[*self._counted(), *self._interceptors("client"), MalformedRequestInterceptor()],
             options=[
                 ("grpc.so_reuseport", 0),  # a second controller on the same port must fail, not share it
                 *_KEEPALIVE,
@@ -373,13 +375,19 @@ class Server:
         self.port = self._listen(self.grpc, address, config.tls)
         self.workers_grpc = grpc.server(
             ThreadPoolExecutor(max_workers=4 * config.max_workers + 16, thread_name_prefix="lockgate-workers"),
-            interceptors=self._interceptors("worker"),
+            interceptors=[*self._counted(), *self._interceptors("worker")],
             options=[*worker_keepalive(config.heartbeat_timeout_s), ("grpc.max_receive_message_length", 64 * 1024 * 1024)],
         )
         wpb_grpc.add_WorkerControlServicer_to_server(WorkerService(self.controller), self.workers_grpc)
         self.worker_address = self._listen_workers()
         self._stopped = threading.Event()
         self._closed = threading.Event()
+        self.exporter: MetricsExporter | None = None
+
+    def _counted(self) -> list[grpc.ServerInterceptor]:
+        """The interceptor counting requests for Prometheus (none without --metrics-port)."""
+        metrics = self.controller.metrics
+        return [RequestMetricsInterceptor(metrics)] if metrics.enabled else []
 
     def _interceptors(self, side: str) -> list[grpc.ServerInterceptor]:
         if not self.config.token:
@@ -427,6 +435,10 @@ class Server:
         self.workers_grpc.start()
         self.grpc.start()
         self.controller.start(self.worker_address)
+        if isinstance(self.controller.metrics, PrometheusMetrics) and self.config.metrics_port is not None:
+            # a port that cannot be bound is logged: the controller serves its jobs without it
+            self.exporter = MetricsExporter(self.controller.metrics, self.config.metrics_port, self.config.metrics_host)
+            self.exporter.start()
         for service in ("", SERVICE_NAME):
             self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
         cfg = self.config
@@ -446,6 +458,8 @@ class Server:
             return
         self._stopped.set()
         self.health.enter_graceful_shutdown()
+        if self.exporter is not None:
+            self.exporter.stop()
         self.controller.shutting_down = True
         self.grpc.stop(grace)
         try:
@@ -465,6 +479,11 @@ def serve(config: ServerConfig) -> int:
     scheme = "grpcs" if config.tls else "grpc"
     print(f"lockgate server listening on {scheme}://{server.address} (catalog {server.controller.catalog.url}, "
           f"spark master {config.spark_master}; workers at {server.worker_address})", flush=True)
+    if server.exporter is not None:
+        if server.exporter.serving:
+            print(f"lockgate server: Prometheus metrics at {server.exporter.url}", flush=True)
+        else:
+            print(f"lockgate server: no metrics endpoint: {server.exporter.error}", file=sys.stderr, flush=True)
     if not config.confined:
         if config.allow_any_pipeline:
             print("lockgate server: --allow-any-pipeline: whoever may call this controller can run any Python file "

@@ -1,0 +1,291 @@
+"""What the engine tells its metrics, and the Prometheus registry that keeps them.
+
+The engine's hooks (the cycle scheduler, the worker pool, the gRPC service) call a
+:class:`MetricsRecorder`. The base class records nothing: it is what a process without a
+metrics port uses, so a run pays nothing for metrics it does not serve.
+:class:`PrometheusMetrics` keeps them in its own ``CollectorRegistry`` (not the client
+library's global one: two controllers in one process stay apart).
+
+Recording never fails a round: every method of :class:`PrometheusMetrics` logs an error
+(once per method) and returns instead of raising.
+
+>>> from lockgate.runtime.results import CycleResult
+>>> m = PrometheusMetrics(process=False)
+>>> r = CycleResult(window=3, attempt=1, staged={}, snapshot_uri=None, snapshot_manifest={},
+...                 positions={}, rows_in=10, rows_out=4, late_rows=1, timings={"read": 20.0})
+>>> m.round_committed("bids", r, 0.5)
+>>> m.value("lockgate_rows_in_total", job_name="bids")
+10.0
+>>> m.value("lockgate_last_window", job_name="bids")
+3.0
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
+
+from ..logs import get_logger
+from .families import BYTES_BUCKETS, FAMILIES, GROUP_BUCKETS, PHASE_BUCKETS, PHASES, ROUND_BUCKETS
+from .rounds import state_tables, written_bytes
+
+log = get_logger("metrics")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class MetricsRecorder:
+    """The hooks' view of metrics; this base records nothing (no metrics port)."""
+
+    enabled = False
+
+    # -- per job ---------------------------------------------------------------------
+    def round_committed(self, job: str, result: Any, seconds: float, graph: Any = None) -> None:
+        """A round of ``job`` committed (``result``: its CycleResult; ``graph``: the plan, for the
+        watermark)."""
+
+    def round_failed(self, job: str, windows: int = 1) -> None:
+        """A round (or a catch-up group of ``windows``) of ``job`` failed."""
+
+    def restored(self, job: str, reason: str) -> None:
+        """A run restored ``job``'s state from a checkpoint (``resume``, ``recovery``, ``rollback``)."""
+
+    def catchup_group(self, job: str, windows: int) -> None:
+        """A catch-up group of ``windows`` windows of ``job`` ran."""
+
+    def job_state(self, job: str, state: str) -> None:
+        """``job`` moved to ``state``."""
+
+    def run_fenced(self, job: str) -> None:
+        """A run of ``job`` found another run had taken the job over."""
+
+    # -- per controller ----------------------------------------------------------------
+    def worker_adopted(self) -> None:
+        """An orphan of a previous controller was adopted."""
+
+    def heartbeat_missed(self) -> None:
+        """A worker missed its heartbeat deadline."""
+
+    def grpc_request(self, service: str, method: str, code: str) -> None:
+        """A gRPC request ended with status ``code``."""
+
+    def watch_workers(self, states: Callable[[], Iterable[str]]) -> None:
+        """At each scrape, count workers by the states ``states()`` gives."""
+
+
+#: the recorder of a process that serves no metrics
+NO_METRICS = MetricsRecorder()
+
+
+def _guarded(fn: F) -> F:
+    """Log, never raise: a metric must not fail a round or a request."""
+    failed: list[bool] = []
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Exception:
+            if not failed:
+                failed.append(True)
+                log.exception("metrics: %s failed (the run goes on; further failures of it are not logged)",
+                              fn.__name__)
+            return None
+
+    return wrapper  # type: ignore[return-value]
+
+
+class _JobFigures:
+    """What the scrape-time collector reads of one job."""
+
+    __slots__ = ("commit_ts", "last_window", "state", "states", "tables", "watermark_s")
+
+    def __init__(self) -> None:
+        self.last_window: int | None = None
+        self.commit_ts: float | None = None
+        self.watermark_s: float | None = None
+        self.tables: dict[tuple[str, str], tuple[int, int]] = {}
+        self.state: str | None = None
+        self.states: set[str] = set()
+
+
+class _ScrapeCollector:
+    """Gauges computed when Prometheus scrapes: ages and lags against the clock, state sizes,
+    job states, workers by state."""
+
+    def __init__(self, owner: PrometheusMetrics):
+        self.owner = owner
+
+    def describe(self) -> list[Any]:
+        return []  # registered without describing: nothing is collected at registration
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        def gauge(name: str) -> GaugeMetricFamily:
+            f = FAMILIES[name]
+            return GaugeMetricFamily(name, f.help, labels=list(f.labels))
+
+        o = self.owner
+        now = time.time()
+        with o.lock:
+            jobs = {job: (f.last_window, f.commit_ts, f.watermark_s, dict(f.tables), f.state, set(f.states))
+                    for job, f in o.jobs.items()}
+        last, commit, age = gauge("lockgate_last_window"), gauge("lockgate_last_commit_timestamp_seconds"), \
+            gauge("lockgate_last_commit_age_seconds")
+        wm, lag = gauge("lockgate_watermark_timestamp_seconds"), gauge("lockgate_event_time_lag_seconds")
+        rows, size, states = gauge("lockgate_state_rows"), gauge("lockgate_state_bytes"), gauge("lockgate_job_state")
+        for job, (window, ts, watermark, tables, state, seen) in sorted(jobs.items()):
+            if window is not None:
+                last.add_metric([job], window)
+            if ts is not None:
+                commit.add_metric([job], ts)
+                age.add_metric([job], max(0.0, now - ts))
+            if watermark is not None:
+                wm.add_metric([job], watermark)
+                lag.add_metric([job], now - watermark)
+            for (op, table), (n, b) in sorted(tables.items()):
+                rows.add_metric([job, op, table], n)
+                size.add_metric([job, op, table], b)
+            for s in sorted(seen):
+                states.add_metric([job, s], 1.0 if s == state else 0.0)
+        yield from (last, commit, age, wm, lag, rows, size, states)
+        if o.worker_states is not None:
+            workers = gauge("lockgate_workers")
+            counts: dict[str, int] = dict.fromkeys(("STARTING", "IDLE", "BUSY", "LOST", "CLOSED"), 0)
+            try:
+                for s in o.worker_states():
+                    counts[str(s)] = counts.get(str(s), 0) + 1
+            except Exception:
+                log.exception("metrics: counting workers failed")
+            for s, n in counts.items():
+                workers.add_metric([s], n)
+            yield workers
+
+
+class PrometheusMetrics(MetricsRecorder):
+    """Lockgate's metrics in a Prometheus registry of their own (see :mod:`lockgate.metrics.families`).
+
+    :param process: also export the process' CPU, memory and start time (``process_*``).
+    """
+
+    enabled = True
+
+    def __init__(self, process: bool = True):
+        from prometheus_client import CollectorRegistry, Counter, Histogram
+        from prometheus_client.process_collector import ProcessCollector
+
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.lock = threading.Lock()
+        self.jobs: dict[str, _JobFigures] = {}
+        self.worker_states: Callable[[], Iterable[str]] | None = None
+        buckets = {"lockgate_round_duration_seconds": ROUND_BUCKETS, "lockgate_round_phase_seconds": PHASE_BUCKETS,
+                   "lockgate_checkpoint_written_bytes": BYTES_BUCKETS,
+                   "lockgate_catchup_group_windows": GROUP_BUCKETS}
+        self._m: dict[str, Any] = {}
+        for f in FAMILIES.values():
+            if f.kind == "gauge":
+                continue  # computed at scrape time by _ScrapeCollector
+            # the client library adds _total to a counter's samples itself
+            name = f.name[: -len("_total")] if f.kind == "counter" else f.name
+            if f.kind == "counter":
+                self._m[f.name] = Counter(name, f.help, f.labels, registry=self.registry)
+            else:
+                self._m[f.name] = Histogram(name, f.help, f.labels, registry=self.registry, buckets=buckets[f.name])
+        self.registry.register(_ScrapeCollector(self))
+        if process:
+            ProcessCollector(registry=self.registry)
+
+    def _job(self, job: str) -> _JobFigures:
+        f = self.jobs.get(job)
+        if f is None:
+            f = self.jobs[job] = _JobFigures()
+        return f
+
+    # -- per job ---------------------------------------------------------------------
+    @_guarded
+    def round_committed(self, job: str, result: Any, seconds: float, graph: Any = None) -> None:
+        m = self._m
+        m["lockgate_rounds_committed_total"].labels(job).inc()
+        m["lockgate_round_duration_seconds"].labels(job).observe(max(0.0, seconds))
+        timings = result.timings or {}
+        for phase in PHASES:
+            ms = timings.get(phase)
+            if ms is not None:
+                m["lockgate_round_phase_seconds"].labels(job, phase).observe(max(0.0, float(ms)) / 1000.0)
+        for name, n in (("lockgate_rows_in_total", result.rows_in), ("lockgate_rows_out_total", result.rows_out),
+                        ("lockgate_rows_late_total", result.late_rows),
+                        ("lockgate_rows_invalid_total", getattr(result, "invalid_rows", 0))):
+            m[name].labels(job).inc(max(0, int(n or 0)))
+        uri, manifest = result.snapshot_uri, result.snapshot_manifest
+        m["lockgate_checkpoint_written_bytes"].labels(job).observe(written_bytes(uri, manifest))
+        tables = state_tables(uri, manifest)
+        watermark = None
+        if graph is not None:
+            lateness = int((getattr(graph, "watermark", None) or {}).get("lateness_us") or 0)
+            watermark = (graph.clock.end_us(result.window) - lateness) / 1e6
+        with self.lock:
+            f = self._job(job)
+            if f.last_window is None or result.window >= f.last_window:
+                f.last_window = result.window
+                f.watermark_s = watermark if watermark is not None else f.watermark_s
+            f.commit_ts = time.time()
+            f.tables = tables
+
+    @_guarded
+    def round_failed(self, job: str, windows: int = 1) -> None:
+        self._m["lockgate_rounds_failed_total"].labels(job).inc(max(1, windows))
+
+    @_guarded
+    def restored(self, job: str, reason: str) -> None:
+        self._m["lockgate_restores_total"].labels(job, reason).inc()
+
+    @_guarded
+    def catchup_group(self, job: str, windows: int) -> None:
+        self._m["lockgate_catchup_groups_total"].labels(job).inc()
+        self._m["lockgate_catchup_group_windows"].labels(job).observe(windows)
+
+    @_guarded
+    def job_state(self, job: str, state: str) -> None:
+        with self.lock:
+            f = self._job(job)
+            f.state = str(state)
+            f.states.add(str(state))
+
+    @_guarded
+    def run_fenced(self, job: str) -> None:
+        self._m["lockgate_fenced_runs_total"].inc()
+
+    # -- per controller ----------------------------------------------------------------
+    @_guarded
+    def worker_adopted(self) -> None:
+        self._m["lockgate_adopted_orphans_total"].inc()
+
+    @_guarded
+    def heartbeat_missed(self) -> None:
+        self._m["lockgate_heartbeats_missed_total"].inc()
+
+    @_guarded
+    def grpc_request(self, service: str, method: str, code: str) -> None:
+        self._m["lockgate_grpc_requests_total"].labels(service, method, code).inc()
+
+    def watch_workers(self, states: Callable[[], Iterable[str]]) -> None:
+        self.worker_states = states
+
+    # -- reading -----------------------------------------------------------------------
+    def exposition(self) -> bytes:
+        """The registry in Prometheus' text format (what the endpoint serves)."""
+        from prometheus_client import generate_latest
+
+        return generate_latest(self.registry)
+
+    def value(self, name: str, **labels: str) -> float | None:
+        """One sample's value (None: no such sample), e.g. for tests and the CLI."""
+        value = self.registry.get_sample_value(name, labels)
+        return None if value is None else float(value)
+
+
+__all__ = ["NO_METRICS", "MetricsRecorder", "PrometheusMetrics"]
