@@ -101,12 +101,13 @@ def _guarded(fn: F) -> F:
 class _JobFigures:
     """What the scrape-time collector reads of one job."""
 
-    __slots__ = ("commit_ts", "last_window", "state", "states", "tables", "watermark_s")
+    __slots__ = ("commit_ts", "last_window", "state", "states", "tables", "watermark_s", "window_s")
 
     def __init__(self) -> None:
         self.last_window: int | None = None
         self.commit_ts: float | None = None
         self.watermark_s: float | None = None
+        self.window_s: float | None = None
         self.tables: dict[tuple[str, str], tuple[int, int]] = {}
         self.state: str | None = None
         self.states: set[str] = set()
@@ -132,13 +133,16 @@ class _ScrapeCollector:
         o = self.owner
         now = time.time()
         with o.lock:
-            jobs = {job: (f.last_window, f.commit_ts, f.watermark_s, dict(f.tables), f.state, set(f.states))
-                    for job, f in o.jobs.items()}
+            jobs = {job: (f.last_window, f.commit_ts, f.watermark_s, dict(f.tables), f.state, set(f.states),
+                          f.window_s) for job, f in o.jobs.items()}
         last, commit, age = gauge("lockgate_last_window"), gauge("lockgate_last_commit_timestamp_seconds"), \
             gauge("lockgate_last_commit_age_seconds")
         wm, lag = gauge("lockgate_watermark_timestamp_seconds"), gauge("lockgate_event_time_lag_seconds")
         rows, size, states = gauge("lockgate_state_rows"), gauge("lockgate_state_bytes"), gauge("lockgate_job_state")
-        for job, (window, ts, watermark, tables, state, seen) in sorted(jobs.items()):
+        cycle = gauge("lockgate_cycle_window_seconds")
+        for job, (window, ts, watermark, tables, state, seen, window_s) in sorted(jobs.items()):
+            if window_s is not None:
+                cycle.add_metric([job], window_s)
             if window is not None:
                 last.add_metric([job], window)
             if ts is not None:
@@ -152,7 +156,7 @@ class _ScrapeCollector:
                 size.add_metric([job, op, table], b)
             for s in sorted(seen):
                 states.add_metric([job, s], 1.0 if s == state else 0.0)
-        yield from (last, commit, age, wm, lag, rows, size, states)
+        yield from (cycle, last, commit, age, wm, lag, rows, size, states)
         if o.worker_states is not None:
             workers = gauge("lockgate_workers")
             counts: dict[str, int] = dict.fromkeys(("STARTING", "IDLE", "BUSY", "LOST", "CLOSED"), 0)
@@ -175,8 +179,12 @@ class PrometheusMetrics(MetricsRecorder):
     enabled = True
 
     def __init__(self, process: bool = True):
-        from prometheus_client import CollectorRegistry, Counter, Histogram
+        from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
         from prometheus_client.process_collector import ProcessCollector
+
+        # no *_created series beside each counter and histogram: Prometheus' text format does not
+        # use them, and they would double the series a scrape stores
+        disable_created_metrics()
 
         self.registry = CollectorRegistry(auto_describe=False)
         self.lock = threading.Lock()
@@ -223,10 +231,11 @@ class PrometheusMetrics(MetricsRecorder):
         uri, manifest = result.snapshot_uri, result.snapshot_manifest
         m["lockgate_checkpoint_written_bytes"].labels(job).observe(written_bytes(uri, manifest))
         tables = state_tables(uri, manifest)
-        watermark = None
+        watermark = window_s = None
         if graph is not None:
             lateness = int((getattr(graph, "watermark", None) or {}).get("lateness_us") or 0)
             watermark = (graph.clock.end_us(result.window) - lateness) / 1e6
+            window_s = graph.clock.size_us / 1e6
         with self.lock:
             f = self._job(job)
             if f.last_window is None or result.window >= f.last_window:
@@ -234,6 +243,7 @@ class PrometheusMetrics(MetricsRecorder):
                 f.watermark_s = watermark if watermark is not None else f.watermark_s
             f.commit_ts = time.time()
             f.tables = tables
+            f.window_s = window_s if window_s is not None else f.window_s
 
     @_guarded
     def round_failed(self, job: str, windows: int = 1) -> None:
