@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent set-up of a Lockgate checkout: $REPO/.venv with lockgate[airflow,dev,lineage] installed
-# editable, and Debian's chromium for the browser tests. Needs Python 3.11 (python3, or $PYTHON) and Java 17+. Re-running is fast: pip runs
+# editable, Debian's chromium for the browser tests and Debian's prometheus for the metrics tests. Needs Python 3.11 (python3, or $PYTHON) and Java 17+. Re-running is fast: pip runs
 # only when pyproject.toml changed (stamp file), the pyspark check below always runs (<1 s).
 #
 # The pyspark-client trap: apache-airflow-providers-apache-spark requires pyspark-client,
@@ -111,6 +111,19 @@ elif ! command -v chromium >/dev/null 2>&1; then
     else
         say "WARNING: chromium is not installed and this is not root: the browser tests will fail." \
             "Fix: sudo apt-get install chromium (Debian/Ubuntu), or set LOCKGATE_CHROMIUM to a Chromium binary"
+    fi
+fi
+
+# 6. Prometheus (the server and promtool) for the metrics tests: Debian's package, as chromium above. The
+#    tests that need it say why they skip when it is missing.
+if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        say "installing Debian's prometheus (the metrics tests scrape a controller with it; promtool checks the rules)"
+        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus; } >>"$LOG" 2>&1 \
+            || { tail -n 20 "$LOG" >&2; die "apt-get install prometheus failed (log: $LOG)"; }
+    else
+        say "WARNING: prometheus is not installed and this is not root: the metrics tests that scrape with it skip." \
+            "Fix: sudo apt-get install prometheus (Debian/Ubuntu)"
     fi
 fi
 
