@@ -108,3 +108,59 @@ def test_docker_compose_cli_plugin_accepts_the_file(compose_binary, tmp_path):
     conn = json.loads(cfg["services"]["airflow-scheduler"]["environment"]["AIRFLOW_CONN_LOCKGATE_DEFAULT"])
     assert conn["password"] == "t0ken"
     assert cfg["services"]["lockgate-controller"]["secrets"][0]["source"] == "lockgate-token"
+
+
+def _metric_names(expr: str) -> set[str]:
+    """The lockgate_* series an expression reads (histogram suffixes mapped to their family)."""
+    import re
+
+    names = set(re.findall(r"\blockgate_[a-z_]+", expr))
+    return {re.sub(r"_(bucket|sum|count)$", "", n) for n in names}
+
+
+def test_prometheus_scrapes_the_controller_and_grafana_shows_the_lockgate_dashboard(compose_binary):
+    """The monitoring services: Prometheus with the repository's scrape config and alert rules,
+    pointed at the controller's metrics port; Grafana with the data source and the dashboard
+    (rounds, lag, round phases, state size, workers) provisioned from monitoring/."""
+    from lockgate.metrics import FAMILIES
+
+    cfg = _config([str(compose_binary)], TOKEN_ENV)
+    services = cfg["services"]
+    controller = services["lockgate-controller"]
+    assert "--metrics-port=9464" in controller["command"] and "--metrics-host=0.0.0.0" in controller["command"]
+    assert "9464" in controller["expose"] and "ports" not in controller  # inside the compose network only
+
+    prom = services["prometheus"]
+    assert prom["image"].startswith("prom/prometheus:")
+    mounts = {v["target"]: Path(v["source"]) for v in prom["volumes"] if v["type"] == "bind"}
+    folder = mounts["/etc/prometheus"]
+    assert folder == REPO / "monitoring" / "prometheus"
+    scrape = (folder / "prometheus.yml").read_text()
+    assert "lockgate-controller:9464" in scrape and "lockgate-rules.yml" in scrape
+    assert (folder / "lockgate-rules.yml").is_file()
+    if shutil.which("promtool"):  # the config and the rules file it loads (CI installs Debian's prometheus)
+        check = subprocess.run(["promtool", "check", "config", str(folder / "prometheus.yml")], capture_output=True,
+                               text=True, timeout=60)
+        assert check.returncode == 0, check.stdout + check.stderr
+
+    grafana = services["grafana"]
+    assert grafana["image"].startswith("grafana/grafana:")
+    assert grafana["depends_on"]["prometheus"]["condition"] == "service_healthy"
+    mounts = {v["target"]: Path(v["source"]) for v in grafana["volumes"] if v["type"] == "bind"}
+    provisioning = mounts["/etc/grafana/provisioning"]
+    assert "http://prometheus:9090" in (provisioning / "datasources" / "prometheus.yml").read_text()
+    assert "/var/lib/grafana/dashboards/lockgate" in (provisioning / "dashboards" / "lockgate.yml").read_text()
+    dashboard = json.loads((mounts["/var/lib/grafana/dashboards/lockgate"] / "lockgate.json").read_text())
+    assert dashboard["uid"] == "lockgate-overview"
+    rows = {p["title"] for p in dashboard["panels"] if p["type"] == "row"}
+    assert rows == {"Rounds", "Lag", "Round phases", "State size", "Workers and controller"}
+    read: set[str] = set()
+    for panel in dashboard["panels"]:
+        for target in panel.get("targets", []):
+            assert target["datasource"]["uid"] == "lockgate-prometheus", panel["title"]
+            read |= _metric_names(target["expr"])
+    unknown = {n for n in read if n not in FAMILIES}
+    assert not unknown, f"the dashboard reads series Lockgate does not export: {unknown}"
+    for shown in ("lockgate_rounds_committed_total", "lockgate_event_time_lag_seconds", "lockgate_round_phase_seconds",
+                  "lockgate_state_bytes", "lockgate_workers"):
+        assert shown in read, shown
