@@ -23,6 +23,7 @@ from typing import Any
 
 ROOT = "lockgate"
 _FIELDS = "lockgate_fields"  # LogRecord attribute holding log_event's key=value fields
+_EVENT = "lockgate_event"  # LogRecord attribute holding log_event's event name
 
 logging.getLogger(ROOT).addHandler(logging.NullHandler())
 
@@ -34,10 +35,28 @@ def get_logger(name: str) -> logging.Logger:
     return logging.getLogger(f"{ROOT}.{name}")
 
 
+class _EventMessage:
+    """A record's message: the event and its fields, ``event k=v ...``, as a handler that
+    is not Lockgate's (Airflow's task log, an application's root handler) shows it. Lockgate's
+    own formatter reads the event and the fields from the record instead."""
+
+    __slots__ = ("event", "fields")
+
+    def __init__(self, event: str, fields: dict[str, Any]):
+        self.event = event
+        self.fields = fields
+
+    def __str__(self) -> str:
+        return self.event + "".join(f" {k}={_value(v)}" for k, v in self.fields.items())
+
+
 def log_event(logger: logging.Logger, event: str, level: int = logging.INFO, **fields: Any) -> None:
-    """Log ``event`` (a short snake_case name) with structured ``fields``."""
+    """Log ``event`` (a short snake_case name) with structured ``fields``.
+
+    Every handler sees the fields: Lockgate's formatter as ``key=value`` pairs (or JSON keys),
+    any other one in the message (``record.getMessage()`` is ``event key=value ...``)."""
     if logger.isEnabledFor(level):
-        logger.log(level, event, extra={_FIELDS: fields}, stacklevel=2)
+        logger.log(level, _EventMessage(event, fields), extra={_FIELDS: fields, _EVENT: event}, stacklevel=2)
 
 
 def _value(v: Any) -> str:
@@ -58,13 +77,14 @@ class _Formatter(logging.Formatter):
             .replace("+00:00", "Z")
         )
         fields: dict[str, Any] = dict(getattr(record, _FIELDS, {}))
+        event = getattr(record, _EVENT, None) or record.getMessage()
         if record.exc_info:
             fields["exc"] = self.formatException(record.exc_info)
         if self.as_json:
-            head = {"ts": ts, "level": record.levelname, "logger": record.name, "event": record.getMessage()}
+            head = {"ts": ts, "level": record.levelname, "logger": record.name, "event": event}
             return _json.dumps({**head, **{k: v for k, v in fields.items() if k not in head}}, default=str)
         kv = "".join(f" {k}={_value(v)}" for k, v in fields.items())
-        return f"{ts} {record.levelname} {record.name} {record.getMessage()}{kv}"
+        return f"{ts} {record.levelname} {record.name} {event}{kv}"
 
 
 _handler: logging.Handler | None = None

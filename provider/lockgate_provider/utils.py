@@ -103,6 +103,20 @@ def is_window_id(value: Any) -> bool:
     return isinstance(value, int) or (isinstance(value, str) and value.strip().lstrip("-").isdigit())
 
 
+DAG_LABEL = "airflow.dag_id"
+"""The job label naming the DAG whose task ran the job (the plugin's permission checks read it)."""
+TASK_LABEL = "airflow.task_id"
+"""The job label naming that task."""
+
+
+def airflow_labels(context: Mapping[str, Any]) -> dict[str, str]:
+    """The labels a task records on the job it runs: its DAG and task ids."""
+    ti = context.get("ti") or context.get("task_instance")
+    dag_id = getattr(ti, "dag_id", None) or getattr(context.get("dag"), "dag_id", None)
+    task_id = getattr(ti, "task_id", None) or getattr(context.get("task"), "task_id", None)
+    return {k: str(v) for k, v in ((DAG_LABEL, dag_id), (TASK_LABEL, task_id)) if v}
+
+
 def data_interval(context: Mapping[str, Any], start: Any = None, end: Any = None) -> tuple[datetime | None, datetime | None]:
     """The event-time range of a task: ``start`` / ``end`` when given, else the DAG run's data interval."""
     return (

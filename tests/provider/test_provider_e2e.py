@@ -187,6 +187,8 @@ def test_rest_triggered_run_defers_fails_on_purpose_and_its_retry_restores_exact
     assert [c.window for c in client.list_checkpoints("failure_demo")] == list(range(W0, W0 + 5))
     attempts = client.get_job("failure_demo")
     assert attempts.state == "FINISHED" and attempts.last_window == W0 + 4
+    # the operator recorded the DAG and task that run the job (the UI plugin's rights come from it)
+    assert attempts.labels == {"airflow.dag_id": DAG_ID, "airflow.task_id": "run_windows"}
     table = ds.dataset(str(controller.out / "failure_demo" / "per_auction"), format="parquet", partitioning="hive").to_table()
     assert sum(table.column("bids").to_pylist()) == 5520
     assert sorted(set(table.column("lg_window").to_pylist())) == list(range(W0, W0 + 5))

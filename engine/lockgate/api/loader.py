@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ..errors import PipelineLoadError, PipelineRefusedError
+from ..names import hidden_character
 from .pipeline import Pipeline
 
 #: the longest reference accepted (a path and an attribute)
@@ -71,8 +72,10 @@ def parse_reference(ref: str) -> Reference:
         raise PipelineLoadError("the pipeline reference is empty: give path/to/file.py:attr or module:attr")
     if len(ref) > MAX_REFERENCE:
         raise PipelineLoadError(f"the pipeline reference is {len(ref)} characters long, more than {MAX_REFERENCE}")
-    if any(ord(c) < 32 or ord(c) == 127 for c in ref):
-        raise PipelineLoadError("the pipeline reference holds a control character (a NUL, a newline...)")
+    bad = hidden_character(ref)
+    if bad is not None:
+        raise PipelineLoadError(f"the pipeline reference holds the control or format character {bad} (a NUL, a "
+                                "newline, a C1 control, a bidi override...)")
     target, _, attr = ref.partition(":")
     attr = attr or "pipeline"
     if not attr.isidentifier():

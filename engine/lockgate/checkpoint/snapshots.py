@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 
 from ..errors import InvalidArgumentError, LockgateError, SnapshotError
 from ..filesystems import delete_path, is_hidden, list_data_files, location_uri, resolve
+from ..names import hidden_character
 from ..storage_errors import write_error
 from .layers import state_entries, table_layers
 
@@ -32,10 +33,10 @@ _SNAPSHOT_DIR = re.compile(r"^w=(\d+)-a(\d+)$")
 
 
 def _check_name(kind: str, name: str) -> str:
-    if not name or "/" in name or "\\" in name or is_hidden(name):
+    if not name or "/" in name or "\\" in name or is_hidden(name) or hidden_character(name):
         raise InvalidArgumentError(
             f"{kind} name {name!r} cannot name a snapshot folder: it must be non-empty, contain no "
-            "slash and not start with '_' or '.'"
+            "slash or control character and not start with '_' or '.'"
         )
     return name
 

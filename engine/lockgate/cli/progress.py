@@ -7,7 +7,9 @@ escape codes and no redraws::
     windows 1/6 (5 left)  window 88361280  36,800 rows in  1,172 rows/s
 
 The run's total comes from its ``run_planned`` event (``JobEvent.total_windows``), unless the
-command knew it already (``--from-window``/``--to-window``).
+command knew it already (``--from-window``/``--to-window``); then the windows of the range
+that were complete before the run began count as done (``windows 17/17 (0 left)`` at the end
+of a run of 17 windows one of which an earlier run committed).
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ class Progress:
         self.tty = self.stream.isatty()
         self.clock = clock
         self.done = 0
+        #: windows of the command's range complete before the run began (counted as done)
+        self.skipped = 0
         self.rows = 0
         self.window: int | None = None
         self.t0 = clock()
@@ -61,6 +65,8 @@ class Progress:
         if e.kind == "run_planned":
             if self.total is None and e.total_windows is not None:
                 self.total = e.total_windows
+            elif self.total is not None and e.total_windows is not None:
+                self.skipped = max(self.total - e.total_windows, 0)
             if self.tty and self.total:
                 self._live()  # the bar from the start: the first window may take a while
         elif e.kind == "cycle_done":
@@ -84,14 +90,16 @@ class Progress:
         """Seconds left at the pace of the windows done so far; None while unknown."""
         if not self.total or not self.done:
             return None
-        left = max(self.total - self.done, 0)
+        left = max(self.total - self.skipped - self.done, 0)
         return (self.clock() - self.t0) / self.done * left
 
     def counts(self) -> str:
-        """``windows 2/6 (4 left)``, or ``windows 2 done`` while the total is unknown."""
+        """``windows 2/6 (4 left)``, or ``windows 2 done`` while the total is unknown (windows
+        complete before the run began count as done)."""
+        done = self.done + self.skipped
         if self.total:
-            return f"windows {self.done}/{self.total} ({max(self.total - self.done, 0)} left)"
-        return f"windows {self.done} done"
+            return f"windows {done}/{self.total} ({max(self.total - done, 0)} left)"
+        return f"windows {done} done"
 
     def line(self) -> str:
         """The plain line of the last window done."""
@@ -112,7 +120,7 @@ class Progress:
             self._task = self._bar.add_task("run", total=self.total)
             self._bar.start()
         assert self._task is not None
-        self._bar.update(self._task, completed=self.done, total=self.total)
+        self._bar.update(self._task, completed=self.done + self.skipped, total=self.total)
 
     # -- lines -----------------------------------------------------------------------------
     def note(self, text: str) -> None:

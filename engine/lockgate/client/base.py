@@ -14,7 +14,7 @@ or behind gRPC is chosen by the URL given to :func:`lockgate.connect`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -43,8 +43,9 @@ class Client(ABC):
         """Compile and validate ``pipeline``; raises CompileError naming the operator and fix."""
 
     @abstractmethod
-    def submit(self, pipeline: str, job: str | None = None) -> JobInfo:
-        """Compile ``pipeline`` and register it (and its plan version) as ``job``."""
+    def submit(self, pipeline: str, job: str | None = None, *, labels: Mapping[str, str] | None = None) -> JobInfo:
+        """Compile ``pipeline`` and register it (and its plan version) as ``job``, with
+        ``labels`` merged into the job's labels (see :meth:`run`)."""
 
     @abstractmethod
     def windows_for(self, pipeline: str, start: datetime, end: datetime) -> tuple[int, int]:
@@ -62,13 +63,19 @@ class Client(ABC):
         reset_state: bool = False,
         on_event: EventHandler | None = None,
         catchup: str | int | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> RunResult:
         """Run windows ``first..last`` in order (committed ones are skipped, a gap is an error).
 
         ``catchup``: how many due windows one catch-up group may run in one go, each still
         committed and checkpointed on its own: ``"auto"`` (adaptive), ``"off"`` (one window
         per round) or a whole number; None takes ``$LOCKGATE_CATCHUP`` of the process that
-        schedules the rounds (``auto`` when unset)."""
+        schedules the rounds (``auto`` when unset).
+
+        ``labels``: string pairs recorded on the job (merged into what earlier runs recorded)
+        and returned in :attr:`JobInfo.labels`: who runs it. The Airflow provider records
+        ``airflow.dag_id`` and ``airflow.task_id``, which the Airflow plugin's permission checks
+        read. At most 20, every character visible."""
 
     @abstractmethod
     def start_run(
@@ -81,14 +88,19 @@ class Client(ABC):
         until_caught_up: bool = False,
         reset_state: bool = False,
         catchup: str | int | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> JobInfo:
         """Like :meth:`run`, but return as soon as the run has begun; follow it with
         :meth:`get_job`, :meth:`list_checkpoints` or :meth:`watch` (what deferrable Airflow
         operators do). The job is FINISHED when ``last`` is checkpointed, FAILED on error."""
 
     @abstractmethod
-    def start(self, pipeline: str, *, job: str | None = None, reset_state: bool = False) -> JobInfo:
-        """Start a continuous job: windows run as they become available until stopped."""
+    def start(
+        self, pipeline: str, *, job: str | None = None, reset_state: bool = False,
+        labels: Mapping[str, str] | None = None,
+    ) -> JobInfo:
+        """Start a continuous job: windows run as they become available until stopped
+        (``labels``: see :meth:`run`)."""
 
     @abstractmethod
     def stop(self, job: str, *, drain: bool = True, timeout: float | None = None) -> JobInfo:

@@ -11,7 +11,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -24,6 +24,7 @@ from ..control.jobs import JobOperations, compile_result, windows_for
 from ..control.scheduler import CycleScheduler
 from ..defaults import default_home, default_spark_master
 from ..errors import JobStateError, LockgateError
+from ..names import check_labels
 from ..plan.compile import CompiledPlan
 from ..plan.explain import explain
 from ..runtime.compiler import compile_pipeline
@@ -100,7 +101,8 @@ class EmbeddedClient(Client):
         if self._spark is None:
             from ..runtime.session import get_spark
 
-            self._spark = get_spark(self.spark_master, conf=self.spark_conf)
+            self._spark = get_spark(self.spark_master, conf=self.spark_conf,
+                                    log_file=os.path.join(self.home, "logs", "spark-driver.log"))
         return self._spark
 
     def _compiled(self, pipeline: str) -> CompiledPlan:
@@ -116,15 +118,18 @@ class EmbeddedClient(Client):
         )
 
     def _prepared(
-        self, pipeline: str, job: str | None, reset_state: bool, on_event: EventHandler | None = None
+        self, pipeline: str, job: str | None, reset_state: bool, on_event: EventHandler | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> CycleScheduler:
         """Compile ``pipeline``, take its job over and restore it to its last complete window."""
+        labels = check_labels(labels)  # a bad label is refused before anything starts
         plan = self._compiled(pipeline)
         name = job or plan.name
         if name in self._continuous and self._continuous[name][0].is_alive():
             raise JobStateError(f"job '{name}' is already running in this process; stop it first")
         sched = self._scheduler(plan, name, on_event)
         sched.prepare(reset_state=reset_state or self.jobs.pending_reset(name), pipeline_ref=pipeline)
+        self.jobs.set_labels(name, labels)
         return sched
 
     # -- Client ----------------------------------------------------------------------
@@ -132,8 +137,9 @@ class EmbeddedClient(Client):
         plan = self._compiled(pipeline)
         return compile_result(plan.graph, explain(plan))
 
-    def submit(self, pipeline: str, job: str | None = None) -> JobInfo:
-        return self.jobs.register(self._compiled(pipeline).graph, pipeline, job)
+    def submit(self, pipeline: str, job: str | None = None, *, labels: Mapping[str, str] | None = None) -> JobInfo:
+        labels = check_labels(labels)
+        return self.jobs.register(self._compiled(pipeline).graph, pipeline, job, labels)
 
     def windows_for(self, pipeline: str, start: datetime, end: datetime) -> tuple[int, int]:
         return windows_for(load_pipeline(pipeline).clock, to_micros(start), to_micros(end))
@@ -149,12 +155,13 @@ class EmbeddedClient(Client):
         reset_state: bool = False,
         on_event: EventHandler | None = None,
         catchup: str | int | None = None,
+        labels: Mapping[str, str] | None = None,
         stop: threading.Event | None = None,
     ) -> RunResult:
         """See :meth:`Client.run`; ``stop`` (this client only), once set, ends the run at the
         next boundary between rounds, the job STOPPED with what it committed."""
         return self._run(pipeline, job=job, first=first, last=last, until_caught_up=until_caught_up,
-                         reset_state=reset_state, on_event=on_event, catchup=catchup, stop=stop)
+                         reset_state=reset_state, on_event=on_event, catchup=catchup, stop=stop, labels=labels)
 
     def _run(
         self,
@@ -168,10 +175,11 @@ class EmbeddedClient(Client):
         on_event: EventHandler | None,
         catchup: str | int | None = None,
         stop: threading.Event | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> RunResult:
         if catchup is not None:
             GroupSizer.parse(catchup)  # a bad value is refused before anything starts
-        sched = self._prepared(pipeline, job, reset_state, on_event)
+        sched = self._prepared(pipeline, job, reset_state, on_event, labels)
         s = self.jobs.run_range(sched, first, last, until_caught_up, stop, catchup=catchup)
         return RunResult(
             s.job, s.first_window, s.last_window, s.windows_run, s.windows_skipped, s.rows_in, s.rows_out,
@@ -188,15 +196,19 @@ class EmbeddedClient(Client):
         until_caught_up: bool = False,
         reset_state: bool = False,
         catchup: str | int | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> JobInfo:
         if catchup is not None:
             GroupSizer.parse(catchup)
         return self._background(pipeline, job, reset_state, lambda sched, stop, started: self.jobs.run_range(
-            sched, first, last, until_caught_up, stop, on_started=started, catchup=catchup))
+            sched, first, last, until_caught_up, stop, on_started=started, catchup=catchup), labels)
 
-    def start(self, pipeline: str, *, job: str | None = None, reset_state: bool = False) -> JobInfo:
+    def start(
+        self, pipeline: str, *, job: str | None = None, reset_state: bool = False,
+        labels: Mapping[str, str] | None = None,
+    ) -> JobInfo:
         return self._background(pipeline, job, reset_state, lambda sched, stop, started: self.jobs.run_continuous(
-            sched, stop, on_started=started))
+            sched, stop, on_started=started), labels)
 
     def _background(
         self,
@@ -204,10 +216,11 @@ class EmbeddedClient(Client):
         job: str | None,
         reset_state: bool,
         body: Callable[[CycleScheduler, threading.Event, Callable[[], None]], object],
+        labels: Mapping[str, str] | None = None,
     ) -> JobInfo:
         """Prepare the job here, then run ``body(sched, stop, started)`` in a thread; return once
         its rounds have begun (or it ended before that: its error is raised here)."""
-        sched = self._prepared(pipeline, job, reset_state)
+        sched = self._prepared(pipeline, job, reset_state, labels=labels)
         name = sched.job
         errors: list[BaseException] = []
         started = threading.Event()

@@ -39,6 +39,8 @@ class JobInfo:
     last_window: int | None
     last_error: str | None
     updated: datetime | None = None
+    #: who runs the job, as its runs recorded it (e.g. ``airflow.dag_id`` and ``airflow.task_id``)
+    labels: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -11,11 +11,12 @@ scheduler's ``Worker``; nothing here starts or imports Spark.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from ..checkpoint.catalog import Catalog, CheckpointRecord, JobRecord
+from ..checkpoint.catalog.jobs import LABELS_KEY
 from ..checkpoint.layers import has_state, replay_range, state_bytes, state_entries
 from ..checkpoint.snapshots import SnapshotStore
 from ..clock import WindowClock, to_micros
@@ -133,6 +134,7 @@ class JobOperations:
             last_window=last.window if last else None,
             last_error=rec.last_error,
             updated=rec.updated,
+            labels=dict((rec.options or {}).get(LABELS_KEY) or {}),
         )
 
     def get_job(self, job: str) -> JobInfo:
@@ -285,13 +287,23 @@ class JobOperations:
         return w
 
     # -- registering -----------------------------------------------------------------------
-    def register(self, graph: PipelineGraph, pipeline_ref: str, job: str | None = None) -> JobInfo:
-        """Record ``job`` (default: the pipeline's name) with this plan as its current one."""
+    def register(
+        self, graph: PipelineGraph, pipeline_ref: str, job: str | None = None, labels: Mapping[str, str] | None = None
+    ) -> JobInfo:
+        """Record ``job`` (default: the pipeline's name) with this plan as its current one
+        (and ``labels`` merged into its labels)."""
         name = job or graph.name
         self.catalog.ensure_job(name, pipeline_ref)
+        if labels:
+            self.catalog.set_job_labels(name, labels)
         self.catalog.save_plan(graph.version, graph.name, graph.to_json(), graph.state_layout())
         self.catalog.set_job_plan(name, graph.version)
         return self.get_job(name)
+
+    def set_labels(self, job: str, labels: Mapping[str, str] | None) -> None:
+        """Merge ``labels`` into the job's labels (nothing when there are none)."""
+        if labels:
+            self.catalog.set_job_labels(job, labels)
 
     def set_options(self, job: str, update: dict[str, Any], drop: Iterable[str] = ()) -> None:
         """Change the job's stored options: ``drop`` these keys, then set ``update``."""

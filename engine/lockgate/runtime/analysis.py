@@ -106,8 +106,9 @@ def _analyze(graph: PipelineGraph, fns: Mapping[str, Callable[..., Any]], spark:
         dupes = sorted({n for n in schema.fieldNames() if schema.fieldNames().count(n) > 1})
         if dupes:
             raise CompileError(
-                f"output has duplicate column names {', '.join(dupes)}: rename the aggregate or column "
-                "(e.g. an aggregate named like a key, or a key called window_start)",
+                f"output has duplicate column names {', '.join(dupes)}: give each its own name (in SQL, "
+                f"`{dupes[0]} AS other_name` in the SELECT list; in Python, rename the aggregate, the column "
+                "or a key called like an aggregate or window_start)",
                 vid,
             )
         frames[vid] = out

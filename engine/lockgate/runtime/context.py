@@ -48,6 +48,9 @@ class CycleContext:
     supersteps: list[dict[str, Any]] = field(default_factory=list)
     #: invalid records each graph operator dropped this round (``invalid="skip"``)
     invalid: dict[str, int] = field(default_factory=dict)
+    #: "<input operator>/<id columns>" -> the graph operator that counted that input's invalid
+    #: records this round (graph operators reading one stream drop the same records: counted once)
+    invalid_counted: dict[str, str] = field(default_factory=dict)
     #: vertex id -> bounds of the key values its output carries this round (:mod:`.key_bounds`)
     key_bounds: dict[str, list[KeyBound]] = field(default_factory=dict)
     #: vertex id -> the (min, max) of its output's integer columns this round (:mod:`.key_ranges`)

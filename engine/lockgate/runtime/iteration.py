@@ -26,7 +26,7 @@ which hands them to the catalog with the round's result.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -75,11 +75,16 @@ def _vertices(ctx: CycleContext, v: PipelineVertex, vertices_in: DataFrame | Non
     return new, anti_join(old.select(("id",)), new, ["id"]).unionByName(new)
 
 
-def _valid(ctx: CycleContext, v: PipelineVertex, df: DataFrame, ids: list[str], what: str) -> DataFrame:
+def _valid(
+    ctx: CycleContext, v: PipelineVertex, df: DataFrame, ids: list[str], what: str, source: str | None = None
+) -> DataFrame:
     """The records of ``df`` whose vertex ids (``ids``) are all set, cut from their lineage. A
     record with a null id belongs to no vertex: under the operator's ``invalid="fail"`` (the
     default) the window fails naming the operator, the column and the count; under ``"skip"`` it
-    is dropped and counted (the round's ``invalid_rows``). Never dropped silently."""
+    is dropped and counted (the round's ``invalid_rows``). Never dropped silently.
+
+    ``source``: the operator whose output ``df`` is. Several graph operators reading one stream
+    drop the same records: they are counted once, by the first of them (the log names each)."""
     df = ctx.cut(df)
     bad = df.filter(null_ids(df, ids))
     count = bad.count()
@@ -93,9 +98,17 @@ def _valid(ctx: CycleContext, v: PipelineVertex, df: DataFrame, ids: list[str], 
             f"filter them out before the graph (e.g. .filter('{ids[0]} IS NOT NULL')), or pass "
             "Pipeline(invalid='skip') to drop and count them as invalid_rows",
             source=v.id, column=ids[0], count=count)
-    ctx.invalid[v.id] = ctx.invalid.get(v.id, 0) + count
-    log_event(_log, "invalid_records", operator=v.id, window=ctx.window, what=what, rows=count)
+    key = f"{source or v.id}/{','.join(ids)}"
+    counted_by = ctx.invalid_counted.setdefault(key, v.id)
+    if counted_by == v.id:
+        ctx.invalid[v.id] = ctx.invalid.get(v.id, 0) + count
+    log_event(_log, "invalid_records", operator=v.id, window=ctx.window, what=what, rows=count,
+              input=source, counted_by=counted_by)
     return df.filter(~null_ids(df, ids))
+
+
+def _source(sources: Sequence[str], i: int) -> str | None:
+    return sources[i] if i < len(sources) else None
 
 
 def _fingerprint(df: DataFrame | None) -> list[str] | None:
@@ -113,9 +126,12 @@ def graph_compute(
     inputs: list[DataFrame],
     fns: Mapping[str, Callable[..., Any]],
     iteration: Cycle | None,
+    sources: Sequence[str] = (),
 ) -> DataFrame:
     """One round of a ``graph_compute`` operator: add the window's edges and vertices, run the
-    program's supersteps from the previous values, emit the changed (or all) results."""
+    program's supersteps from the previous values, emit the changed (or all) results.
+    ``sources``: the operators whose outputs ``inputs`` are (invalid records are counted once
+    per input however many graph operators read it)."""
     from ..graph.probe import probe_program, vertex_schema
     from ..graph.superstep import SuperstepDriver
 
@@ -143,9 +159,9 @@ def graph_compute(
         raise CompileError("an ITERATOR operator runs inside its iteration cycle, and the execution graph gives "
                            "it none", v.id)
     settings = iteration.settings
-    edges_in = _valid(ctx, v, edges_in, ["src", "dst"], "edges")
+    edges_in = _valid(ctx, v, edges_in, ["src", "dst"], "edges", _source(sources, 0))
     if vertices_in is not None:
-        vertices_in = _valid(ctx, v, vertices_in, ["id"], "vertex records")
+        vertices_in = _valid(ctx, v, vertices_in, ["id"], "vertex records", _source(sources, 1))
     new_edges, old_edges = _new_edges(ctx, v, edges_in)
     new_vertices, all_vertices = _vertices(ctx, v, vertices_in)
     previous_state = ctx.state(v.id, VALUES)
@@ -279,6 +295,7 @@ def graph_traverse(
     v: PipelineVertex,
     inputs: list[DataFrame],
     iteration: Cycle | None,
+    sources: Sequence[str] = (),
 ) -> DataFrame:
     """One round of a ``graph_traverse`` operator: add the window's edges, then answer the
     window's requests hop by hop (one superstep per hop, the lineage cut after each)."""
@@ -307,7 +324,7 @@ def graph_traverse(
     if iteration is None:
         raise CompileError("an ITERATOR operator runs inside its iteration cycle, and the execution graph gives "
                            "it none", v.id)
-    new_edges, old_edges = _new_edges(ctx, v, _valid(ctx, v, edges_in, ["src", "dst"], "edges"))
+    new_edges, old_edges = _new_edges(ctx, v, _valid(ctx, v, edges_in, ["src", "dst"], "edges", _source(sources, 0)))
     ctx.set_state(v.id, StateDelta(new_edges, None), EDGES)
     edges = new_edges if old_edges is None else old_edges.unionByName(new_edges)
     routes = edges.select("src", "dst")

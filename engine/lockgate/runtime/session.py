@@ -154,13 +154,16 @@ def _launch_gateway_filtered(conf: dict[str, str], keep_all: bool) -> None:
 
 
 def get_spark(
-    master: str = DEFAULT_SPARK_MASTER, app_name: str = "lockgate", conf: dict[str, str] | None = None
+    master: str = DEFAULT_SPARK_MASTER, app_name: str = "lockgate", conf: dict[str, str] | None = None,
+    log_file: str | None = None,
 ) -> SparkSession:
     """Return the active session, or start one on ``master`` (``local[...]``, ``spark://``, ``sc://``).
 
     ``conf`` overrides the defaults (e.g. ``{"spark.sql.shuffle.partitions": "8"}``). On Spark
     Connect (``sc://``) ``app_name`` is not sent (the server names the application) and ``conf``
-    may hold session settings only: see :func:`_connect_session`.
+    may hold session settings only: see :func:`_connect_session`. ``log_file``: where the driver
+    JVM writes the records it keeps off the terminal (Spark's RPC races at start-up and
+    shutdown); None: the terminal, as every other record it prints.
     """
     global _session
     from pyspark.sql import SparkSession
@@ -210,6 +213,11 @@ def get_spark(
     java_opts = f'"{java_opts}"' if " " in java_opts else java_opts  # Spark splits these on spaces
     if level:
         java_opts += f" -Dlockgate.spark.log.level={level}"
+    elif log_file:  # LOCKGATE_SPARK_LOG_LEVEL shows everything on the terminal
+        os.makedirs(os.path.dirname(os.path.abspath(log_file)), exist_ok=True)
+        file_opt = f"-Dlockgate.spark.log.file={os.path.abspath(log_file)}"
+        file_opt = f'"{file_opt}"' if " " in file_opt else file_opt  # Spark splits these on spaces
+        java_opts += f" -Dlockgate.spark.rpc.appender=rpcfile {file_opt}"
     full = {
         "spark.master": master,
         "spark.app.name": app_name,

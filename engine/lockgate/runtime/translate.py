@@ -137,9 +137,9 @@ def translate(
         ranges = (ctx.key_ranges.get(edges[0].source), ctx.key_ranges.get(edges[1].source))
         return interval_join(ctx, v.id, cfg, inputs[0], inputs[1], ts_of(0), ts_of(1), ranges)  # type: ignore[arg-type]
     if v.op == "graph_compute":
-        return graph_compute(ctx, v, inputs, fns, iteration)
+        return graph_compute(ctx, v, inputs, fns, iteration, [e.source for e in edges])
     if v.op == "graph_traverse":
-        return graph_traverse(ctx, v, inputs, iteration)
+        return graph_traverse(ctx, v, inputs, iteration, [e.source for e in edges])
     if v.op == "sink":
         return df
     raise ValueError(f"operator {v.id}: no translation for {v.op!r}")

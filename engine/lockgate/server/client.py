@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -158,8 +158,9 @@ class GrpcClient(_Base, Client):
     def compile(self, pipeline: str) -> CompileResult:
         return convert.compile_from_pb(self._call("Compile", pb.CompileRequest(pipeline=pipeline), self.long_timeout))
 
-    def submit(self, pipeline: str, job: str | None = None) -> JobInfo:
-        m = self._call("Submit", pb.SubmitRequest(pipeline=pipeline, job=job or ""), self.long_timeout)
+    def submit(self, pipeline: str, job: str | None = None, *, labels: Mapping[str, str] | None = None) -> JobInfo:
+        req = pb.SubmitRequest(pipeline=pipeline, job=job or "", labels=dict(labels or {}))
+        m = self._call("Submit", req, self.long_timeout)
         return convert.job_from_pb(m)
 
     def windows_for(self, pipeline: str, start: datetime, end: datetime) -> tuple[int, int]:
@@ -169,10 +170,11 @@ class GrpcClient(_Base, Client):
 
     @staticmethod
     def _run_request(pipeline: str, job: str | None, first: int | None, last: int | None, until_caught_up: bool,
-                     reset_state: bool, spark_master: str | None, catchup: str | int | None) -> pb.RunRequest:
+                     reset_state: bool, spark_master: str | None, catchup: str | int | None,
+                     labels: Mapping[str, str] | None) -> pb.RunRequest:
         req = pb.RunRequest(pipeline=pipeline, job=job or "", until_caught_up=until_caught_up,
                             reset_state=reset_state, spark_master=spark_master or "",
-                            catchup="" if catchup is None else str(catchup))
+                            catchup="" if catchup is None else str(catchup), labels=dict(labels or {}))
         if first is not None:
             req.first = first
         if last is not None:
@@ -191,8 +193,10 @@ class GrpcClient(_Base, Client):
         on_event: EventHandler | None = None,
         spark_master: str | None = None,
         catchup: str | int | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> RunResult:
-        req = self._run_request(pipeline, job, first, last, until_caught_up, reset_state, spark_master, catchup)
+        req = self._run_request(pipeline, job, first, last, until_caught_up, reset_state, spark_master, catchup,
+                                labels)
         result = None
         started: JobInfo | None = None
         planned: int | None = None
@@ -232,14 +236,16 @@ class GrpcClient(_Base, Client):
         reset_state: bool = False,
         spark_master: str | None = None,
         catchup: str | int | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> JobInfo:
-        req = self._run_request(pipeline, job, first, last, until_caught_up, reset_state, spark_master, catchup)
+        req = self._run_request(pipeline, job, first, last, until_caught_up, reset_state, spark_master, catchup,
+                                labels)
         return convert.job_from_pb(self._call("StartRun", req, self.long_timeout))
 
     def start(self, pipeline: str, *, job: str | None = None, reset_state: bool = False,
-              spark_master: str | None = None) -> JobInfo:
+              spark_master: str | None = None, labels: Mapping[str, str] | None = None) -> JobInfo:
         req = pb.StartRequest(pipeline=pipeline, job=job or "", reset_state=reset_state,
-                              spark_master=spark_master or "")
+                              spark_master=spark_master or "", labels=dict(labels or {}))
         return convert.job_from_pb(self._call("Start", req, self.long_timeout))
 
     def stop(self, job: str, *, drain: bool = True, timeout: float | None = None) -> JobInfo:

@@ -15,7 +15,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from ..api.loader import ReferencePolicy
@@ -287,8 +287,8 @@ class Controller:
         plan = self._compile(pipeline)
         return compile_result(plan.graph, plan.explain), plan.graph.to_json()
 
-    def submit(self, pipeline: str, job: str | None) -> JobInfo:
-        return self.jobs.register(self._compile(pipeline).graph, pipeline, job)
+    def submit(self, pipeline: str, job: str | None, labels: Mapping[str, str] | None = None) -> JobInfo:
+        return self.jobs.register(self._compile(pipeline).graph, pipeline, job, labels)
 
     def windows_for(self, pipeline: str, start_us: int, end_us: int) -> tuple[int, int]:
         if end_us <= start_us:
@@ -336,7 +336,7 @@ class Controller:
         return self.runner(job) is not None
 
     def begin(self, pipeline: str, job: str | None, spec: RunSpec,
-              listener: queue.Queue[Any] | None = None) -> JobRunner:
+              listener: queue.Queue[Any] | None = None, labels: Mapping[str, str] | None = None) -> JobRunner:
         """Start a run; returns once it has begun (or raises what stopped it from starting)."""
         self.policy.check(pipeline)  # refused before a worker imports anything
         job = job or None
@@ -351,6 +351,8 @@ class Controller:
         runner.started.wait()
         if runner.error is not None:  # it ended before its first round: the request fails
             raise runner.error
+        if runner.job is not None:
+            self.jobs.set_labels(runner.job, labels)
         return runner
 
     def stop(self, job: str, drain: bool, timeout: float | None) -> JobInfo:

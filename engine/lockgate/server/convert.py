@@ -35,6 +35,7 @@ def job_to_pb(j: JobInfo) -> pb.Job:
         m.last_error = j.last_error
     if j.updated is not None:
         m.updated_us = to_micros(j.updated)
+    m.labels.update(j.labels)
     return m
 
 
@@ -43,7 +44,7 @@ def job_from_pb(m: pb.Job) -> JobInfo:
     return JobInfo(
         name=m.name, state=m.state, pipeline_ref=m.pipeline_ref, plan_version=_opt(m, "plan_version"),
         generation=m.generation, last_window=_opt(m, "last_window"), last_error=_opt(m, "last_error"),
-        updated=from_micros(updated) if updated is not None else None,
+        updated=from_micros(updated) if updated is not None else None, labels=dict(m.labels),
     )
 
 

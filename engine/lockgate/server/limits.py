@@ -26,6 +26,7 @@ import grpc
 
 from ..clock import WindowClock, to_micros
 from ..errors import InvalidArgumentError
+from ..names import hidden_character
 from .errors import ResourceExhaustedError
 
 #: the first and the last instant a datetime can hold (years 1 and 9999), in µs since the epoch
@@ -42,8 +43,12 @@ MAX_TEXT = 1000
 def _printable(field: str, value: str, max_len: int) -> None:
     if len(value) > max_len:
         raise InvalidArgumentError(f"{field} is {len(value)} characters long, more than {max_len}")
-    if any(ord(c) < 32 or ord(c) == 127 for c in value):
-        raise InvalidArgumentError(f"{field} holds a control character (a NUL, a newline...)")
+    bad = hidden_character(value)
+    if bad is not None:
+        raise InvalidArgumentError(
+            f"{field} holds the control or format character {bad} (a NUL, a newline, a C1 control, a bidi "
+            "override...): only visible characters are taken"
+        )
 
 
 def check_window(field: str, value: int) -> int:

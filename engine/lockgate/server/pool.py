@@ -44,7 +44,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from ..errors import FencedError, InvalidArgumentError
+from ..errors import FencedError, InvalidArgumentError, PipelineLoadError
 from ..logs import get_logger, log_event
 from ..metrics import NO_METRICS, MetricsRecorder
 from .config import ServerConfig
@@ -501,8 +501,8 @@ class WorkerPool:
         h = self._acquire(master, "compile", None, None, "to compile")
         try:
             rid = self.next_request_id()
-            done = self.call(
-                h, rid, wpb.WorkerTask(compile=wpb.Compile(request_id=rid, pipeline=pipeline)),
+            done = self.load_call(
+                h, rid, wpb.WorkerTask(compile=wpb.Compile(request_id=rid, pipeline=pipeline)), pipeline,
                 timeout=self.config.compile_timeout_s,
             )
         finally:
@@ -512,6 +512,31 @@ class WorkerPool:
                     h.idle_since = time.monotonic()
                 self.cond.notify_all()
         return done
+
+    def load_call(self, h: WorkerHandle, request_id: int, task: Any, pipeline: str, timeout: float | None) -> Any:
+        """:meth:`call` for a task that imports ``pipeline`` (a compile, a job's assignment).
+
+        A worker process that ends on its own meanwhile, with an exit status or by SIGABRT
+        (``os._exit()``, ``os.abort()``, ``sys.exit()`` at import), was ended by the pipeline:
+        PipelineLoadError naming it, which no restart retries. The pool starts a standby in
+        its place at once. A worker killed by another signal (kill -9, the OOM killer) or
+        that missed its heartbeats stays WorkerLostError, which a run retries."""
+        try:
+            return self.call(h, request_id, task, timeout=timeout)
+        except WorkerLostError as err:
+            code = None
+            if h.proc is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    code = h.proc.wait(STREAM_CLOSE_GRACE_S)
+            if code is None or (code < 0 and code != -signal.SIGABRT):
+                raise
+            with self.cond:
+                self._next_standby_spawn = 0.0  # the lost worker's place is taken at once
+            raise PipelineLoadError(
+                f"the pipeline {pipeline!r} ended the worker process that was importing it ({exit_reason(code)}): "
+                "a pipeline file must not exit or abort the process at import (os._exit(), os.abort(), "
+                "sys.exit()); fix the file, then run again. A new worker takes the lost one's place."
+            ) from err
 
     # -- requests ------------------------------------------------------------------------
     def next_request_id(self) -> int:

@@ -416,7 +416,7 @@ class JobRunner:
         hello = h.hello
         rid = ctx.pool.next_request_id()
         assign = wpb.WorkerTask(assign=wpb.Assign(request_id=rid, job=self.job or "", pipeline=self.ref))
-        done = ctx.pool.call(h, rid, assign, timeout=cfg.compile_timeout_s)
+        done = ctx.pool.load_call(h, rid, assign, self.ref, timeout=cfg.compile_timeout_s)
         if not done.ok:
             raise compile_failure(done)
         plan = plan_from(done.plan_json, done.plan_version, done.explain)

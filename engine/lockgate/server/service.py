@@ -30,6 +30,7 @@ from ..control.catchup import GroupSizer
 from ..errors import LockgateError
 from ..logs import get_logger, log_event
 from ..metrics import MetricsExporter, PrometheusMetrics
+from ..names import check_labels
 from . import convert, security
 from .config import ServerConfig, keepalive_timeout_ms
 from .controller import Controller
@@ -113,7 +114,8 @@ class ControllerService(pb_grpc.ControllerServicer):
 
     @handles_errors
     def Submit(self, request: pb.SubmitRequest, context: grpc.ServicerContext) -> pb.Job:
-        return convert.job_to_pb(self.ctl.submit(request.pipeline, _job(request, new=True) or None))
+        labels = check_labels(request.labels)
+        return convert.job_to_pb(self.ctl.submit(request.pipeline, _job(request, new=True) or None, labels))
 
     @handles_errors
     def WindowsFor(self, request: pb.WindowsForRequest, context: grpc.ServicerContext) -> pb.WindowsForResponse:
@@ -146,7 +148,8 @@ class ControllerService(pb_grpc.ControllerServicer):
 
     def _run(self, request: pb.RunRequest, context: grpc.ServicerContext) -> Any:
         q: queue.Queue[Any] = queue.Queue()
-        runner = self.ctl.begin(request.pipeline, request.job or None, self._spec(request), listener=q)
+        runner = self.ctl.begin(request.pipeline, request.job or None, self._spec(request), listener=q,
+                                labels=check_labels(request.labels))
         yield pb.RunUpdate(started=convert.job_to_pb(self.ctl.get_job(runner.job or "")))
         while True:
             try:
@@ -164,7 +167,8 @@ class ControllerService(pb_grpc.ControllerServicer):
 
     @handles_errors
     def StartRun(self, request: pb.RunRequest, context: grpc.ServicerContext) -> pb.Job:
-        runner = self.ctl.begin(request.pipeline, request.job or None, self._spec(request))
+        runner = self.ctl.begin(request.pipeline, request.job or None, self._spec(request),
+                                labels=check_labels(request.labels))
         return convert.job_to_pb(self.ctl.get_job(runner.job or ""))
 
     @handles_errors
@@ -172,7 +176,7 @@ class ControllerService(pb_grpc.ControllerServicer):
         _job(request, new=True)
         check_text("the Spark master", request.spark_master)
         spec = RunSpec(mode="continuous", reset_state=request.reset_state, spark_master=request.spark_master or None)
-        runner = self.ctl.begin(request.pipeline, request.job or None, spec)
+        runner = self.ctl.begin(request.pipeline, request.job or None, spec, labels=check_labels(request.labels))
         return convert.job_to_pb(self.ctl.get_job(runner.job or ""))
 
     @handles_errors

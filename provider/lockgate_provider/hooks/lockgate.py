@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote
@@ -368,13 +368,14 @@ class LockgateHook(BaseHook):
 
     def start_run(
         self, pipeline: str, job: str, first: int, last: int, *, reset_state: bool = False,
-        catchup: str | int | None = None,
+        catchup: str | int | None = None, labels: Mapping[str, str] | None = None,
     ) -> JobInfo:
         """Start windows ``first..last`` of ``job`` on the controller and return at once
-        (``catchup``: the catch-up group size; None: the controller's default)."""
+        (``catchup``: the catch-up group size; None: the controller's default; ``labels``:
+        recorded on the job, e.g. the DAG and task that run it)."""
         with airflow_errors(pipeline=pipeline):
             return self.get_conn().start_run(pipeline, job=job, first=first, last=last, reset_state=reset_state,
-                                             catchup=catchup)
+                                             catchup=catchup, labels=labels)
 
     # -- waiting for windows ----------------------------------------------------------------
     def run_windows(
@@ -387,6 +388,7 @@ class LockgateHook(BaseHook):
         reset_state: bool = False,
         stop: threading.Event | None = None,
         catchup: str | int | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> dict[int, dict[str, Any]]:
         """Run the windows ``first..last`` of ``job`` not yet committed, here (embedded engine).
 
@@ -399,6 +401,7 @@ class LockgateHook(BaseHook):
         :param reset_state: start the first window run here with empty keyed state.
         :param stop: set to stop before the next window (the task was killed).
         :param catchup: catch-up group size for a backlog (``"auto"``, ``"off"``, a number).
+        :param labels: recorded on the job (the DAG and task that run it).
         """
         client = self.get_conn()
         rows: dict[int, dict[str, Any]] = {}
@@ -418,7 +421,7 @@ class LockgateHook(BaseHook):
                                   time.monotonic() - t_start)
 
         if grouped:
-            self._run_grouped(client, pipeline, job, first, begin, last, reset_state, stop, catchup, on_event)
+            self._run_grouped(client, pipeline, job, first, begin, last, reset_state, stop, catchup, on_event, labels)
             return rows
         for i, w in enumerate(range(begin, last + 1)):
             if stop is not None and stop.is_set():
@@ -430,7 +433,7 @@ class LockgateHook(BaseHook):
             try:
                 with airflow_errors(pipeline=pipeline):
                     client.run(pipeline, job=job, first=w, last=w, reset_state=reset_state and w == begin,
-                               on_event=on_event)
+                               on_event=on_event, labels=labels)
             except AirflowException:
                 raise
             except Exception as err:
@@ -455,12 +458,13 @@ class LockgateHook(BaseHook):
     def _run_grouped(
         self, client: Any, pipeline: str, job: str, first: int, begin: int, last: int, reset_state: bool,
         stop: threading.Event | None, catchup: str | int, on_event: Callable[[JobEvent], None],
+        labels: Mapping[str, str] | None = None,
     ) -> None:
         """``run_windows`` as one run in catch-up groups; failures say where a retry resumes."""
         try:
             with airflow_errors(pipeline=pipeline):
                 res = client.run(pipeline, job=job, first=begin, last=last, reset_state=reset_state,
-                                 on_event=on_event, catchup=catchup, stop=stop)
+                                 on_event=on_event, catchup=catchup, stop=stop, labels=labels)
         except AirflowException:
             raise
         except Exception as err:

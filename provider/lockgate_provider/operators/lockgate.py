@@ -34,6 +34,7 @@ from lockgate_provider.triggers.lockgate import LockgateRunTrigger
 from lockgate_provider.utils import (
     LockgateWindowGapError,
     airflow_errors,
+    airflow_labels,
     as_window,
     data_interval,
     is_active,
@@ -135,7 +136,7 @@ class LockgateCompileOperator(_LockgateOperatorMixin, BaseOperator):
             summary["windows"] = None
         job = self.job or result.pipeline
         if self.register:
-            info = self.hook.get_conn().submit(self.pipeline, job)
+            info = self.hook.get_conn().submit(self.pipeline, job, labels=airflow_labels(context))
             job = info.name
             self.log.info("Registered plan version %s as job %r (state %s)", info.plan_version, job, info.state)
         summary["job"] = job
@@ -348,7 +349,7 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
             self.log.info("Every window of the range is committed already: nothing to run")
         elif not self.hook.embedded:
             started = self.hook.start_run(self.pipeline, p["job"], p["first"], p["last"], reset_state=self.reset_state,
-                                          catchup=self._catchup())
+                                          catchup=self._catchup(), labels=airflow_labels(context))
             self.log.info("Started job %r on %s (%s)", started.name, self.hook.address, started.state)
         return self._external_id()
 
@@ -374,7 +375,7 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
         if self.hook.embedded:
             rows = self.hook.run_windows(
                 self.pipeline, p["job"], p["first"], p["last"], reset_state=self.reset_state, stop=self._kill,
-                catchup=self._catchup(),
+                catchup=self._catchup(), labels=airflow_labels(context),
             )
             self._window_rows.update(rows)
         elif self.deferrable:
@@ -534,7 +535,8 @@ class LockgateStartPipelineOperator(_LockgateOperatorMixin, BaseOperator):
             )
         try:
             with airflow_errors(pipeline=self.pipeline):
-                info = client.start(self.pipeline, job=job, reset_state=self.reset_state)
+                info = client.start(self.pipeline, job=job, reset_state=self.reset_state,
+                                    labels=airflow_labels(context))
         except JobStateError as err:
             if "already running" not in str(err):
                 raise AirflowException(str(err)) from None

@@ -14,15 +14,19 @@ from fastapi.responses import HTMLResponse
 
 from lockgate_provider import __version__
 from lockgate_provider.links.lockgate import NAV_ROUTE
-from lockgate_provider.plugins.access import may_edit
+from lockgate_provider.plugins.access import may_edit_every_dag
 
 TITLES = {"jobs": "Lockgate jobs", "job": "Lockgate job {job}", "task": "Lockgate windows of {task_id}"}
 
 
-def render_page(request: Request, kind: str, params: dict[str, str], user: Any) -> HTMLResponse:
-    """The shell of page ``kind`` (``jobs``, ``job`` or ``task``) for ``params``."""
+def render_page(
+    request: Request, kind: str, params: dict[str, str], user: Any, can_edit: bool | None = None
+) -> HTMLResponse:
+    """The shell of page ``kind`` (``jobs``, ``job`` or ``task``) for ``params``; ``can_edit``:
+    whether the user may act on what the page shows (None: on every DAG)."""
     base = str(request.scope.get("root_path") or "").rstrip("/")
-    data = {"kind": kind, "base": base, "nav": f"/plugin/{NAV_ROUTE}", "can-edit": "true" if may_edit(user) else "false",
+    edit = may_edit_every_dag(user) if can_edit is None else can_edit
+    data = {"kind": kind, "base": base, "nav": f"/plugin/{NAV_ROUTE}", "can-edit": "true" if edit else "false",
             "user": str(user.get_name()), **params}
     attrs = " ".join(f'data-{k.replace("_", "-")}="{html.escape(v, quote=True)}"' for k, v in data.items())
     title = html.escape(TITLES[kind].format(**params))

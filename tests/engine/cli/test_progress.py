@@ -59,6 +59,20 @@ def test_a_total_the_command_knows_is_kept() -> None:
     assert p.total == 4  # --from-window/--to-window: the range asked for
 
 
+def test_windows_complete_before_the_run_count_as_done() -> None:
+    out, clock = io.StringIO(), _Clock()
+    p = Progress(17, stream=out, clock=clock)  # --from-window 0 --to-window 16, window 0 committed before
+    p(JobEvent("run_planned", "j", window=0, total_windows=16, message="16 windows to run"))
+    for w in range(1, 17):
+        clock.t += 1
+        p(_done(w, 10))
+    p.close()
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("windows 2/17 (15 left)")
+    assert lines[-1].startswith("windows 17/17 (0 left)")
+    assert p.eta() == 0.0
+
+
 def test_plain_output_has_no_escape_codes_nor_redraws() -> None:
     out, clock = io.StringIO(), _Clock()
     p = Progress(None, stream=out, clock=clock)

@@ -280,7 +280,7 @@ class _Folds(logging.Handler):
         self.events: list[dict] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.getMessage() == "state_folded":
+        if getattr(record, "lockgate_event", None) == "state_folded":
             self.events.append(dict(record.lockgate_fields))
 
 

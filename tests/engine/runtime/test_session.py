@@ -71,6 +71,33 @@ def test_startup_prints_nothing_about_logging(tmp_path):
     assert noisy == [], proc.stderr
 
 
+RPC_RACE = """
+import lockgate
+client = lockgate.connect("embedded", home={home!r})
+jvm = client.spark._jvm
+err = jvm.org.apache.spark.rpc.RpcEndpointNotFoundException("spark://CoarseGrainedScheduler@127.0.0.1:1")
+jvm.org.apache.logging.log4j.LogManager.getLogger("org.apache.spark.rpc.netty.Inbox").error("Ignoring error", err)
+jvm.org.apache.logging.log4j.LogManager.getLogger("org.apache.spark.SparkContext").error("a real error")
+client.spark.range(3).count()
+client.close()
+"""
+
+
+def test_spark_rpc_races_go_to_the_log_file_not_the_terminal(tmp_path):
+    """What Spark's RPC layer logs at start-up and shutdown on a loaded machine ("ERROR Inbox:
+    Ignoring error ... RpcEndpointNotFoundException", a stack trace) is kept in the embedded
+    run's ``logs/spark-driver.log``, off the terminal; another error still reaches the terminal."""
+    env = {k: v for k, v in os.environ.items() if k not in ("LOCKGATE_SPARK_LOG_LEVEL", "PYTHONPATH")}
+    home = tmp_path / "home"
+    proc = subprocess.run([sys.executable, "-c", RPC_RACE.format(home=str(home))], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "Ignoring error" not in proc.stderr and "RpcEndpointNotFoundException" not in proc.stderr, proc.stderr
+    assert "a real error" in proc.stderr
+    kept = (home / "logs" / "spark-driver.log").read_text()
+    assert "ERROR Inbox: Ignoring error" in kept and "RpcEndpointNotFoundException" in kept
+
+
 def test_a_jvm_that_dies_at_start_says_why(tmp_path):
     """PySpark says only "Java gateway process exited"; the error carries what the JVM printed."""
     env = {k: v for k, v in os.environ.items() if k not in ("LOCKGATE_SPARK_LOG_LEVEL", "PYTHONPATH")}

@@ -39,6 +39,8 @@ def env(tmp_path_factory, request):
     pipes = root / "pipelines"
     ref, _ = srv.write_pipeline(pipes, "fz", 2000)
     (pipes / "not_a_pipeline.py").write_text("import os\nevil = os.getpid\n\ndef helper():\n    return 1\n")
+    (pipes / "exits.py").write_text("import os\nos._exit(7)\n")
+    (pipes / "aborts.py").write_text("import os\nos.abort()\n")
     home = root / "ctl" / "home"
     mods = home / "lgtest_mods"  # the workers' folder is the home: importable there
     mods.mkdir(parents=True)
@@ -344,3 +346,39 @@ def test_fuzz_every_client_rpc_keeps_the_controller_up_and_the_catalog_sound(env
             assert all(t.to_state for t in cat.transitions(rec.name))
     finally:
         cat.close()
+
+
+def test_names_with_control_or_format_characters_are_refused_and_labels_travel(env):
+    stub, client = env["stub"], env["client"]
+    for job in ("nel\x85job", "csi\x9bjob", "bidi\u202ejob", "zw\u200bjob", "line\u2028job"):
+        code, msg = _call(stub, "Submit", pb.SubmitRequest(pipeline=env["ref"], job=job))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and "control or format character U+" in msg, (job, msg)
+        code, msg = _call(stub, "ReadSink", pb.ReadSinkRequest(job="fz", sink=job))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT, (job, msg)
+    assert not any("\x85" in p.name or "\x9b" in p.name for p in env["home"].rglob("*"))
+    assert "\x85" not in env["ctl"].log_text()
+    code, msg = _call(stub, "Submit", pb.SubmitRequest(pipeline=env["ref"], job="fz", labels={"who": "a\x85b"}))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "U+0085" in msg
+    info = client.submit(env["ref"], "fz", labels={"airflow.dag_id": "d1", "airflow.task_id": "t1"})
+    assert info.labels == {"airflow.dag_id": "d1", "airflow.task_id": "t1"}
+    assert client.get_job("fz").labels == info.labels
+    assert any(j.labels == info.labels for j in client.list_jobs() if j.name == "fz")
+
+
+def test_a_pipeline_that_exits_or_aborts_at_import_is_a_load_error_and_costs_no_worker(env):
+    srv, client, pipes = env["srv"], env["client"], env["pipes"]
+    for name, how in (("exits", "exited with code 7"), ("aborts", "SIGABRT")):
+        ref = f"{pipes / name}.py:pipeline"
+        with pytest.raises(PipelineLoadError, match=rf"{name}\.py.*{how}.*must not exit or abort the process"):
+            client.compile(ref)
+    ref = f"{pipes / 'exits'}.py:pipeline"
+    with pytest.raises(PipelineLoadError, match="exited with code 7"):
+        client.start(ref, job="exits_at_import")
+    transitions = len(client.list_transitions("exits_at_import")) if any(
+        j.name == "exits_at_import" for j in client.list_jobs()) else 0
+    time.sleep(3)  # a continuous job that restarted would record RECOVERING/RUNNING here
+    after = len(client.list_transitions("exits_at_import")) if any(
+        j.name == "exits_at_import" for j in client.list_jobs()) else 0
+    assert after == transitions
+    srv.wait_for(lambda: any(w["state"] == "IDLE" for w in client.list_workers()), 120, "a standby in the lost one's place")
+    assert client.compile(env["ref"]).plan_version

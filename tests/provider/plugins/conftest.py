@@ -189,6 +189,12 @@ class ApiServer:
         assert r.status_code in (200, 201), r.text
 
 
+@pytest.fixture(scope="session")
+def api_server_class() -> type[ApiServer]:
+    """:class:`ApiServer`, for a module that starts one with settings of its own (``.env``)."""
+    return ApiServer
+
+
 @pytest.fixture(scope="module")
 def api_server(airflow_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
     """One api-server with the Lockgate plugin for the test module."""

@@ -70,8 +70,30 @@ class Compiler(JoinMixin, TopNMixin):
                                   "or by window(ts, '...') and a key")
             if tree.args.get("having"):
                 raise self.refuse("HAVING", "HAVING needs GROUP BY")
-            return self.project(rel, scope, tree.expressions, name)
+            items = tree.expressions
+            if joins:
+                items = self.named_apart(items, {lalias.lower(): _table_name(source.this, lalias),
+                                                 ralias.lower(): _table_name(joins[0].this, ralias)})
+            return self.project(rel, scope, items, name)
         return self.aggregate(tree, rel, scope, group, name)
+
+    def named_apart(self, items: list[Any], tables: dict[str, str]) -> list[Any]:
+        """The SELECT list of a join with the columns both sides have named apart: when
+        qualified columns of the two sides share a name (``B.date_time, A.date_time``, as the
+        published Nexmark q20 selects them), each becomes ``<stream>_<column>``
+        (``bids_date_time``, ``auctions_date_time``); a Flink sink names them so by position.
+        An alias the query gives (``A.date_time AS auction_time``) is kept."""
+        exp = self.exp
+        names = [i.alias_or_name.lower() for i in items]
+        out = []
+        for item in items:
+            name = item.alias_or_name
+            qualified = isinstance(item, exp.Column) and bool(item.table) and not isinstance(item.this, exp.Star)
+            if qualified and names.count(name.lower()) > 1:
+                table = tables.get(item.table.lower(), item.table)
+                item = exp.alias_(item.copy(), f"{table}_{name}")
+            out.append(item)
+        return out
 
     def derive(self, rel: Relation, stream: Stream) -> Relation:
         """``rel`` after a filter: the same columns, event time and window."""
@@ -328,3 +350,8 @@ def sql_aggregate(body, exp, prepared: dict[str, str], arg_name: str, name: str)
             return make(column(arg))
     raise CompileError(f"aggregate {body.sql(dialect=DIALECT)} is not supported: use count, count(DISTINCT c), "
                        "approx_count_distinct, sum, min, max or avg", name)
+
+
+def _table_name(node: Any, alias: str) -> str:
+    """The stream a FROM item names (its alias for a subquery)."""
+    return str(getattr(node, "name", "") or alias) if type(node).__name__ == "Table" else alias

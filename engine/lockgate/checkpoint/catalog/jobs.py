@@ -15,11 +15,15 @@ from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.exc import IntegrityError
 
 from ...errors import FencedError, InvalidArgumentError, JobNotFoundError
+from ...names import check_labels, check_visible
 from ...states import JobState, check_transition, parse_state
 from .base import CatalogBase
 from .connection import fetch_all, fetch_one
 from .records import JobRecord, TransitionRecord, job_record, transition_record
 from .schema import checkpoints_table, cycles_table, jobs_table, supersteps_table, transitions_table, utcnow
+
+LABELS_KEY = "labels"
+"""The job option holding its labels (who runs it: e.g. the Airflow DAG and task)."""
 
 
 def job_not_found(conn: Connection, name: str, url: str) -> JobNotFoundError:
@@ -68,6 +72,7 @@ class JobsMixin(CatalogBase):
         ``options``, when given) updated."""
         if not name or not name.strip():
             raise InvalidArgumentError("a job name must not be empty")
+        check_visible("the job name", name)
         try:
             return self._ensure_job(name, pipeline_ref, options)
         except IntegrityError:
@@ -111,6 +116,21 @@ class JobsMixin(CatalogBase):
                     conn.execute(
                         sa.update(jobs_table).where(jobs_table.c.name == name).values(updated=now, **values)
                     )
+            return job_record(require_job(conn, name, self.url))
+
+    def set_job_labels(self, name: str, labels: Mapping[str, str]) -> JobRecord:
+        """Merge ``labels`` into the job's labels (``options["labels"]``), in one transaction
+        with the row locked, so no concurrent change of its other options is lost."""
+        labels = check_labels(labels)
+        with self._write() as conn:
+            row = lock_job(conn, name, self.url)
+            options = dict(row["options"] or {})
+            merged = {**(options.get(LABELS_KEY) or {}), **labels}
+            if merged != options.get(LABELS_KEY):
+                options[LABELS_KEY] = merged
+                conn.execute(
+                    sa.update(jobs_table).where(jobs_table.c.name == name).values(options=options, updated=utcnow())
+                )
             return job_record(require_job(conn, name, self.url))
 
     def get_job(self, name: str) -> JobRecord:

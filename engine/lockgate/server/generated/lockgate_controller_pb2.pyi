@@ -33,15 +33,31 @@ class CompileResponse(_message.Message):
     def __init__(self, pipeline: _Optional[str] = ..., plan_version: _Optional[str] = ..., operators: _Optional[_Iterable[str]] = ..., stateful_operators: _Optional[_Iterable[str]] = ..., sinks: _Optional[_Iterable[str]] = ..., cycle_window_s: _Optional[float] = ..., explain: _Optional[str] = ..., plan_json: _Optional[str] = ...) -> None: ...
 
 class SubmitRequest(_message.Message):
-    __slots__ = ("pipeline", "job")
+    __slots__ = ("pipeline", "job", "labels")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     PIPELINE_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
     pipeline: str
     job: str
-    def __init__(self, pipeline: _Optional[str] = ..., job: _Optional[str] = ...) -> None: ...
+    labels: _containers.ScalarMap[str, str]
+    def __init__(self, pipeline: _Optional[str] = ..., job: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("name", "state", "pipeline_ref", "plan_version", "generation", "last_window", "last_error", "updated_us")
+    __slots__ = ("name", "state", "pipeline_ref", "plan_version", "generation", "last_window", "last_error", "updated_us", "labels")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     NAME_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     PIPELINE_REF_FIELD_NUMBER: _ClassVar[int]
@@ -50,6 +66,7 @@ class Job(_message.Message):
     LAST_WINDOW_FIELD_NUMBER: _ClassVar[int]
     LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
     UPDATED_US_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
     name: str
     state: str
     pipeline_ref: str
@@ -58,7 +75,8 @@ class Job(_message.Message):
     last_window: int
     last_error: str
     updated_us: int
-    def __init__(self, name: _Optional[str] = ..., state: _Optional[str] = ..., pipeline_ref: _Optional[str] = ..., plan_version: _Optional[str] = ..., generation: _Optional[int] = ..., last_window: _Optional[int] = ..., last_error: _Optional[str] = ..., updated_us: _Optional[int] = ...) -> None: ...
+    labels: _containers.ScalarMap[str, str]
+    def __init__(self, name: _Optional[str] = ..., state: _Optional[str] = ..., pipeline_ref: _Optional[str] = ..., plan_version: _Optional[str] = ..., generation: _Optional[int] = ..., last_window: _Optional[int] = ..., last_error: _Optional[str] = ..., updated_us: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class WindowsForRequest(_message.Message):
     __slots__ = ("pipeline", "start_us", "end_us")
@@ -79,7 +97,14 @@ class WindowsForResponse(_message.Message):
     def __init__(self, first: _Optional[int] = ..., last: _Optional[int] = ...) -> None: ...
 
 class RunRequest(_message.Message):
-    __slots__ = ("pipeline", "job", "first", "last", "until_caught_up", "reset_state", "spark_master", "catchup")
+    __slots__ = ("pipeline", "job", "first", "last", "until_caught_up", "reset_state", "spark_master", "catchup", "labels")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     PIPELINE_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
     FIRST_FIELD_NUMBER: _ClassVar[int]
@@ -88,6 +113,7 @@ class RunRequest(_message.Message):
     RESET_STATE_FIELD_NUMBER: _ClassVar[int]
     SPARK_MASTER_FIELD_NUMBER: _ClassVar[int]
     CATCHUP_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
     pipeline: str
     job: str
     first: int
@@ -96,7 +122,8 @@ class RunRequest(_message.Message):
     reset_state: bool
     spark_master: str
     catchup: str
-    def __init__(self, pipeline: _Optional[str] = ..., job: _Optional[str] = ..., first: _Optional[int] = ..., last: _Optional[int] = ..., until_caught_up: _Optional[bool] = ..., reset_state: _Optional[bool] = ..., spark_master: _Optional[str] = ..., catchup: _Optional[str] = ...) -> None: ...
+    labels: _containers.ScalarMap[str, str]
+    def __init__(self, pipeline: _Optional[str] = ..., job: _Optional[str] = ..., first: _Optional[int] = ..., last: _Optional[int] = ..., until_caught_up: _Optional[bool] = ..., reset_state: _Optional[bool] = ..., spark_master: _Optional[str] = ..., catchup: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class RunUpdate(_message.Message):
     __slots__ = ("started", "event", "result")
@@ -135,16 +162,25 @@ class RunResult(_message.Message):
     def __init__(self, job: _Optional[str] = ..., first_window: _Optional[int] = ..., last_window: _Optional[int] = ..., windows_run: _Optional[int] = ..., windows_skipped: _Optional[int] = ..., rows_in: _Optional[int] = ..., rows_out: _Optional[int] = ..., late_rows: _Optional[int] = ..., elapsed_s: _Optional[float] = ..., state: _Optional[str] = ..., error: _Optional[str] = ...) -> None: ...
 
 class StartRequest(_message.Message):
-    __slots__ = ("pipeline", "job", "reset_state", "spark_master")
+    __slots__ = ("pipeline", "job", "reset_state", "spark_master", "labels")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     PIPELINE_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
     RESET_STATE_FIELD_NUMBER: _ClassVar[int]
     SPARK_MASTER_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
     pipeline: str
     job: str
     reset_state: bool
     spark_master: str
-    def __init__(self, pipeline: _Optional[str] = ..., job: _Optional[str] = ..., reset_state: _Optional[bool] = ..., spark_master: _Optional[str] = ...) -> None: ...
+    labels: _containers.ScalarMap[str, str]
+    def __init__(self, pipeline: _Optional[str] = ..., job: _Optional[str] = ..., reset_state: _Optional[bool] = ..., spark_master: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class StopRequest(_message.Message):
     __slots__ = ("job", "drain", "timeout_s")
