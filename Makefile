@@ -29,3 +29,12 @@ lint: setup
 .PHONY: faults
 faults: setup
 	@scripts/faults.sh $(FAULTS_ARGS)
+
+# The documentation site (mkdocs.yml, docs/): `make docs` builds it into site/ with --strict (a broken
+# link or a missing page fails), `make docs-serve` serves it on http://127.0.0.1:8000 as you edit.
+.PHONY: docs docs-serve
+docs: setup
+	@NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict
+
+docs-serve: setup
+	@NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs serve

@@ -653,3 +653,29 @@ def write(results: Path, out: Path) -> dict[str, Any]:
         (out / "profile").mkdir(exist_ok=True)
         (out / "profile" / f"{wl}.md").write_text(profile_markdown(wl, p))
     return summ
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bench.report --docs``: write the site's benchmark page from ``bench/results/``
+    (``--check``: only say whether the committed page is stale); ``python -m bench.report RESULTS_JSON
+    [OUT]``: rebuild a run's tables and chart from its results.json."""
+    import argparse
+
+    from . import docs_page
+
+    ap = argparse.ArgumentParser(prog="python -m bench.report", description=main.__doc__)
+    ap.add_argument("--docs", action="store_true", help="write docs/benchmarks.md and its chart")
+    ap.add_argument("--check", action="store_true", help="with --docs: exit 1 when the page is stale")
+    ap.add_argument("results", nargs="?", type=Path, help="a run's results.json")
+    ap.add_argument("out", nargs="?", type=Path, help="where results.md and chart.png go (default: beside it)")
+    args = ap.parse_args(argv)
+    if args.docs:
+        return docs_page.main(["--check"] if args.check else [])
+    if args.results is None:
+        ap.error("give --docs, or a results.json")
+    write(args.results, args.out or args.results.parent)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
