@@ -48,6 +48,8 @@ class PipelineNodes:
         self._counters: dict[str, int] = {}
         #: what Pipeline.sql knows of the streams it made (columns, event time, window)
         self._sql_relations: dict[str, Any] = {}
+        #: the query text of each stream Pipeline.sql made, by its operator (kept in the plan for lineage)
+        self.sql_queries: dict[str, str] = {}
 
     def _add(
         self,

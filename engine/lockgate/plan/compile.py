@@ -127,6 +127,7 @@ def build_graph(pipeline: Pipeline) -> PipelineGraph:
         watermark=wm,
         vertices=vertices,
         edges=edges,
+        sql={k: q for k, q in getattr(pipeline, "sql_queries", {}).items() if k in vertices},
     )
 
 

@@ -122,6 +122,9 @@ class PipelineGraph:
     watermark: dict[str, Any]
     vertices: dict[str, PipelineVertex]
     edges: list[PipelineEdge]
+    #: the SQL of each stream ``Pipeline.sql`` made, by the operator that ends it (lineage's SQL
+    #: facet); left out of the JSON when empty, so plans without SQL keep their version
+    sql: dict[str, str] = field(default_factory=dict)
 
     @property
     def clock(self) -> WindowClock:
@@ -187,6 +190,7 @@ class PipelineGraph:
             "vertices": [{k: val for k, val in asdict(v).items() if k != "upsert_key" or val is not None}
                          for v in self.vertices.values()],
             "edges": [asdict(e) for e in self.edges],
+            **({"sql": dict(self.sql)} if self.sql else {}),
         }
 
     def to_json(self, indent: int | None = None) -> str:
@@ -218,7 +222,8 @@ class PipelineGraph:
             for e in data["edges"]
         ]
         return cls(
-            data["name"], data["cycle_window_us"], data["origin_us"], data["watermark"], vertices, edges
+            data["name"], data["cycle_window_us"], data["origin_us"], data["watermark"], vertices, edges,
+            dict(data.get("sql") or {}),
         )
 
     @classmethod

@@ -50,6 +50,7 @@ def compile_sql(pipeline: PipelineNodes, query: str, name: str | None = None) ->
     """The stream a SQL query over ``pipeline``'s named streams makes (see the module doc)."""
     sqlglot, exp = load_sqlglot()
     name = pipeline._next_name("sql", name)
+    text = query
     # sqlglot reads ``GROUP BY window(`` as the start of a WINDOW clause; quoted, it is the function
     query = re.sub(r"(?i)\b(GROUP\s+BY\s+)window\s*\(", r"\1`window`(", query)
     try:
@@ -58,6 +59,7 @@ def compile_sql(pipeline: PipelineNodes, query: str, name: str | None = None) ->
         raise CompileError(f"SQL does not parse: {str(err).splitlines()[0]}", name) from None
     rel = Compiler(pipeline, exp, name).select(tree, name)
     pipeline._sql_relations[rel.stream.node] = rel
+    pipeline.sql_queries[rel.stream.node] = text.strip()
     return rel.stream
 
 
