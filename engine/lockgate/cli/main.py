@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import sys
+import textwrap
 import time
 import traceback
 import warnings
@@ -55,9 +56,36 @@ def _time(text: str) -> datetime:
     return t if t.tzinfo else t.replace(tzinfo=UTC)
 
 
+PIPELINE_HELP = ("the pipeline: path/to/file.py:attr or package.module:attr, where attr is a lockgate.Pipeline "
+                 "or a function returning one (on a controller, marked @lockgate.pipeline_factory)")
+class _HelpFormatter(argparse.HelpFormatter):
+    """Descriptions wrapped to the terminal's width; an epilog (its examples) kept line by line."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith("example"):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return textwrap.fill(" ".join(text.split()), width, initial_indent=indent, subsequent_indent=indent,
+                             break_on_hyphens=False)
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
+RAW = _HelpFormatter
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="lockgate", description="Dataflow pipelines on Spark in checkpointed window cycles."
+        prog="lockgate", formatter_class=RAW,
+        description="Run dataflow pipelines on Spark in windowed cycles: one round per cycle window, a checkpoint "
+        "after each, exactly once into every sink. Commands work on the embedded engine (local Spark, a SQLite "
+        "catalog under the home) or on a controller (--controller grpc://host:port).",
+        epilog="examples:\n"
+        "  lockgate explain examples/nexmark_demo.py:pipeline\n"
+        "  lockgate run examples/nexmark_demo.py:pipeline --until-caught-up\n"
+        "  lockgate checkpoints nexmark_demo\n"
+        "  lockgate restore nexmark_demo --window 88361282\n\n"
+        "'lockgate COMMAND --help' describes each command. Errors print one line, status 2.",
     )
     p.add_argument("--controller", default=os.environ.get("LOCKGATE_CONTROLLER", "embedded"),
                    help="'embedded' (default) or grpc://host:port of a lockgate server")
@@ -70,47 +98,93 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="count", default=0, help="more logs (-vv: debug)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    c = sub.add_parser("compile", help="compile a pipeline and register nothing; print its summary")
-    c.add_argument("pipeline")
-    e = sub.add_parser("explain", help="print the logical and physical plans")
-    e.add_argument("pipeline")
-    r = sub.add_parser("run", help="run a range of cycle windows, in order, with a checkpoint per window")
-    r.add_argument("pipeline")
+    c = sub.add_parser("compile", help="compile a pipeline and register nothing; print its summary",
+                       formatter_class=RAW,
+                       description="Compile a pipeline (Spark's analyzer checks every operator's columns and "
+                       "types) and print its plan version, operators and sinks. Registers nothing.",
+                       epilog="example:\n  lockgate compile examples/nexmark_demo.py:pipeline")
+    c.add_argument("pipeline", help=PIPELINE_HELP)
+    e = sub.add_parser("explain", help="print the logical and physical plans", formatter_class=RAW,
+                       description="Print the logical plan (PipelineGraph: operators, edges, schemas), the "
+                       "physical plan exactly as a round runs it (cycles, groups, chains) and the state layout "
+                       "a checkpoint must fit.",
+                       epilog="example:\n  lockgate explain examples/nexmark_demo.py:pipeline")
+    e.add_argument("pipeline", help=PIPELINE_HELP)
+    r = sub.add_parser(
+        "run", help="run a range of cycle windows, in order, with a checkpoint per window", formatter_class=RAW,
+        description="Run the cycle windows of a range, in order, one round per window, each committed to every "
+        "sink and checkpointed; windows already committed are skipped, and a job that failed or was killed "
+        "resumes after its last checkpoint. Give the range as instants (--from/--to), as window ids "
+        "(--from-window/--to-window), or --until-caught-up. Window k of a pipeline is "
+        "[origin + k*cycle_window, origin + (k+1)*cycle_window), origin 1970-01-01T00:00Z by default: "
+        "'lockgate checkpoints JOB' shows each window's id and time range.",
+        epilog="examples:\n"
+        "  lockgate run examples/nexmark_demo.py:pipeline --until-caught-up\n"
+        "  lockgate run pipelines/orders.py:pipeline --from 2026-01-01 --to 2026-01-02\n"
+        "  lockgate run pipelines/orders.py:pipeline --from-window 81816 --to-window 81819 --job orders_test\n"
+        "  lockgate --controller grpc://127.0.0.1:50051 run /srv/pipelines/bids.py:pipeline --until-caught-up",
+    )
+    r.add_argument("pipeline", help=PIPELINE_HELP)
     r.add_argument("--job", default=None, help="job name (default: the pipeline's name)")
     r.add_argument("--from", dest="start", type=_time, help="first instant to process (ISO time)")
     r.add_argument("--to", dest="end", type=_time, help="end of the range, exclusive (ISO time)")
-    r.add_argument("--from-window", type=int, default=None)
-    r.add_argument("--to-window", type=int, default=None, help="last window, inclusive")
+    r.add_argument("--from-window", type=int, default=None, metavar="N",
+                   help="first window id, inclusive (a whole number: window N starts at origin + N*cycle_window)")
+    r.add_argument("--to-window", type=int, default=None, metavar="M", help="last window id, inclusive")
     r.add_argument("--until-caught-up", action="store_true", help="run every window the sources hold data for")
     r.add_argument("--reset-state", action="store_true", help="continue with empty keyed state")
     r.add_argument("--catchup", default=None, metavar="auto|off|N",
                    help="due windows one catch-up group may run in one go, each still committed on its own: "
                         "auto (adaptive), off (one window per round) or a number (default: $LOCKGATE_CATCHUP, "
                         "else auto)")
-    r.add_argument("--no-progress", action="store_true")
+    r.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines, only the summary")
     r.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                    help="embedded runs: serve Prometheus metrics at http://--metrics-host:PORT/metrics while "
                    "the run lasts (a controller serves its own: lockgate server --metrics-port)")
     r.add_argument("--metrics-host", default="127.0.0.1", help="address of the metrics endpoint (default 127.0.0.1)")
     _reattach_flag(r)
-    f = sub.add_parser("follow", help="follow a job under way until it rests (FINISHED, STOPPED or FAILED)")
-    f.add_argument("job")
-    f.add_argument("--no-progress", action="store_true")
+    f = sub.add_parser("follow", help="follow a job under way until it rests (FINISHED, STOPPED or FAILED)",
+                       formatter_class=RAW,
+                       description="Follow a job that runs on a controller, with the same progress and summary "
+                       "as the run that started it; Ctrl-C stops following and leaves the job running.",
+                       epilog="example:\n  lockgate --controller grpc://127.0.0.1:50051 follow bids")
+    f.add_argument("job", help="the job's name")
+    f.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines, only the summary")
     _reattach_flag(f)
-    sub.add_parser("jobs", help="list jobs")
-    k = sub.add_parser("checkpoints", help="list a job's checkpoints")
-    k.add_argument("job")
+    sub.add_parser("jobs", help="list jobs", description="List every job: its state, last committed window, "
+                   "plan version, pipeline and last error.")
+    k = sub.add_parser("checkpoints", help="list a job's checkpoints", formatter_class=RAW,
+                       description="List a job's complete checkpoints, oldest first: each window's id, time range, "
+                       "rows in and out (summed over the sinks) and plan version; what 'lockgate restore' can go "
+                       "back to.", epilog="example:\n  lockgate checkpoints nexmark_demo")
+    k.add_argument("job", help="the job's name")
     add_cycles_parser(sub)
-    st = sub.add_parser("state", help="a stateful operator's keyed state at a checkpoint, as a table")
-    st.add_argument("job")
+    st = sub.add_parser("state", help="a stateful operator's keyed state at a checkpoint, as a table",
+                        formatter_class=RAW,
+                        description="Print one stateful operator's keyed state at a checkpoint (the latest by "
+                        "default), merged from the checkpoint's layers and read without Spark.",
+                        epilog="example:\n  lockgate state nexmark_demo --operator bidder_totals --limit 5")
+    st.add_argument("job", help="the job's name")
     st.add_argument("--operator", help="the stateful operator (may be left out when the job has one)")
     st.add_argument("--window", type=int, help="the checkpoint's window (default: the latest)")
     st.add_argument("--table", help="the operator's state table (a join keeps left and right)")
     st.add_argument("--limit", type=int, default=20, help="rows printed (default 20; 0: all; --json: all)")
-    s = sub.add_parser("restore", help="roll a job back to a window's checkpoint, on purpose")
-    s.add_argument("job")
-    s.add_argument("--window", type=int, required=True)
+    s = sub.add_parser("restore", help="roll a job back to a window's checkpoint, on purpose", formatter_class=RAW,
+                       description="Roll a job back to the checkpoint of window W: later checkpoints are marked "
+                       "rolled back and the sinks' output of later windows is retracted; the next run resumes "
+                       "at W+1 and writes it again. Starts no Spark.",
+                       epilog="examples:\n  lockgate restore nexmark_demo --window 88361282\n"
+                       "  lockgate restore nexmark_demo --window 88361282 --reset-state")
+    s.add_argument("job", help="the job's name")
+    s.add_argument("--window", type=int, required=True, metavar="W", help="the window to go back to (its checkpoint "
+                   "must exist: see 'lockgate checkpoints JOB')")
     s.add_argument("--reset-state", action="store_true", help="also drop keyed state (restart without state)")
+    cycles = sub.choices["cycles"]
+    cycles.formatter_class = RAW
+    cycles.description = ("List a job's rounds, newest first: one row per attempt at a window, with its state, rows "
+                          "in and out (summed over the sinks), late and invalid rows, and milliseconds; a graph "
+                          "operator's supersteps under its round.")
+    cycles.epilog = "example:\n  lockgate cycles nexmark_demo --limit 3"
     from ..server.cli import add_server_parser
 
     add_server_parser(sub)

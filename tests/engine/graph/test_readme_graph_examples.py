@@ -1,13 +1,13 @@
-"""The examples of README.md's "Graph computation" section, taken from the README by their
-``<!-- graph-example: NAME -->`` markers and run as they are (only the pipeline's relative
-``data/`` and ``out/`` paths are made absolute), checked against networkx and against the results
-the README shows:
+"""The examples of the documentation site's graph page (docs/pipelines/graphs.md), taken from the
+page by their ``<!-- graph-example: NAME -->`` markers and run as they are (only the pipeline's
+relative ``data/`` and ``out/`` paths are made absolute), checked against networkx and against the
+results the page shows (tests/docs/test_docs_examples.py runs the other pages' examples):
 
 - ``pipeline`` + ``program``: the pipeline with the four library algorithms, a traversal and the
   custom vertex program (``Widest``), over the records of ``data`` in window 20454 (2026-01-01);
   every value of the ``results`` table and the traversal equal networkx's (PageRank within 1e-6,
   summing to 1, unweighted);
-- ``library``: the library functions on DataFrames, with the results the README shows.
+- ``library``: the library functions on DataFrames, with the results the page shows.
 """
 
 from __future__ import annotations
@@ -29,26 +29,23 @@ from pyspark.sql import SparkSession
 
 import lockgate as lg
 
-README = Path(__file__).resolve().parents[3] / "README.md"
-WINDOW = 20454  # the README's window: daily windows since the Unix epoch
+PAGE = Path(__file__).resolve().parents[3] / "docs" / "pipelines" / "graphs.md"
+WINDOW = 20454  # the page's window: daily windows since the Unix epoch
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def _section() -> str:
-    text = README.read_text()
-    start = text.index("\n## Graph computation\n")
-    end = text.index("\n## ", start + 1)
-    return text[start:end]
+    return PAGE.read_text()
 
 
 def _after(name: str) -> str:
     marker = f"<!-- graph-example: {name} -->\n"
     section = _section()
-    assert section.count(marker) == 1, f"README's graph section has no single {marker!r}"
+    assert section.count(marker) == 1, f"docs/pipelines/graphs.md has no single {marker!r}"
     return section[section.index(marker) + len(marker):]
 
 
-def readme_code(name: str) -> str:
+def page_code(name: str) -> str:
     """The ```python block right after the marker ``name``."""
     rest = _after(name)
     match = re.match(r"```python\n(.*?)\n```\n", rest, re.DOTALL)
@@ -56,7 +53,7 @@ def readme_code(name: str) -> str:
     return match.group(1)
 
 
-def readme_table(name: str) -> list[dict[str, object]]:
+def page_table(name: str) -> list[dict[str, object]]:
     """The Markdown table right after the marker ``name``: one dict per row by column name (``—``
     is None, ``inf`` infinity)."""
     lines = []
@@ -74,19 +71,19 @@ def readme_table(name: str) -> list[dict[str, object]]:
     return [dict(zip(header, map(cell, row), strict=True)) for row in rows]
 
 
-def run_readme_code(code: str, namespace: dict) -> object:
+def run_page_code(code: str, namespace: dict) -> object:
     """Run ``code`` in ``namespace``; the value of its last statement when that is an expression."""
     tree = ast.parse(code)
     last = tree.body[-1] if tree.body and isinstance(tree.body[-1], ast.Expr) else None
     if last is not None:
         tree.body.pop()
-    exec(compile(tree, "README.md", "exec"), namespace)
-    return None if last is None else eval(compile(ast.Expression(last.value), "README.md", "eval"), namespace)
+    exec(compile(tree, "docs/pipelines/graphs.md", "exec"), namespace)
+    return None if last is None else eval(compile(ast.Expression(last.value), "docs/pipelines/graphs.md", "eval"), namespace)
 
 
-def readme_data() -> dict:
+def page_data() -> dict:
     namespace: dict = {}
-    run_readme_code(readme_code("data"), namespace)
+    run_page_code(page_code("data"), namespace)
     return namespace
 
 
@@ -98,7 +95,7 @@ def graph_of(links, pages) -> nx.DiGraph:
 
 
 def label_propagation_reference(g: nx.DiGraph, max_iterations: int = 20) -> dict:
-    """The README's rule written out: each iteration every vertex takes the most frequent label of
+    """The page's rule written out: each iteration every vertex takes the most frequent label of
     its neighbours (once per edge, both directions), the smallest of equally frequent ones; a vertex
     without neighbours keeps its label; stop when nothing changes."""
     neighbours = {v: [*g.successors(v), *g.predecessors(v)] for v in g}
@@ -139,15 +136,15 @@ def _column(table: pa.Table, name: str) -> dict:
     return {r["id"]: r[name] for r in rows}
 
 
-def test_the_readme_pipeline_gives_its_table_and_networkx_results(spark: SparkSession, tmp_path: Path) -> None:
-    data = readme_data()
+def test_the_graph_page_pipeline_gives_its_table_and_networkx_results(spark: SparkSession, tmp_path: Path) -> None:
+    data = page_data()
     links, pages, requests = data["links"], data["pages"], data["requests"]
     _write(tmp_path / "data" / "links", {"src": pa.array([e[0] for e in links], pa.int64()),
                                          "dst": pa.array([e[1] for e in links], pa.int64()),
                                          "weight": pa.array([e[2] for e in links], pa.float64())})
     _write(tmp_path / "data" / "pages", {"id": pa.array(pages, pa.int64())})
     _write(tmp_path / "data" / "requests", {"start": pa.array(requests, pa.int64())})
-    code = readme_code("pipeline") + "\n\n" + readme_code("program") + "\n"
+    code = page_code("pipeline") + "\n\n" + page_code("program") + "\n"
     assert code.count('"data/') == 3 and code.count('"out/') == 1
     code = code.replace('"data/', f'"{tmp_path}/data/').replace('"out/', f'"{tmp_path}/out/')
     (tmp_path / "graph_daily.py").write_text(code)
@@ -158,7 +155,7 @@ def test_the_readme_pipeline_gives_its_table_and_networkx_results(spark: SparkSe
         sinks = {name: client.read_sink("graph_daily", name) for name in ("components", "distances", "labels",
                                                                            "widths", "hops")}
     ranks_table = pq.read_table(tmp_path / "out" / "ranks" / "_current" / "current.parquet")
-    window_end = T0 + timedelta(days=1)  # the README: window 20454 is 2026-01-01, as_of its end
+    window_end = T0 + timedelta(days=1)  # the page: window 20454 is 2026-01-01, as_of its end
     for name, table in [*sinks.items(), ("ranks", ranks_table)]:
         if name != "hops":
             assert set(table.to_pylist()[0]) >= {"id", "as_of"}, name
@@ -179,7 +176,7 @@ def test_the_readme_pipeline_gives_its_table_and_networkx_results(spark: SparkSe
     assert ranks.keys() == set(g) and len(g) == 12
     assert abs(sum(ranks.values()) - 1.0) < 1e-9
     assert max(abs(ranks[v] - unweighted[v]) for v in g) < 1e-6
-    assert 0.05 < max(abs(ranks[v] - weighted[v]) for v in g) < 0.06  # the README: "more than 0.05 apart"
+    assert 0.05 < max(abs(ranks[v] - weighted[v]) for v in g) < 0.06  # the page: "more than 0.05 apart"
     assert got["component"] == {v: min(c) for c in nx.weakly_connected_components(g) for v in c}
     assert got["distance"] == nx.single_source_dijkstra_path_length(g, 1)
     assert got["label"] == label_propagation_reference(g)
@@ -190,10 +187,10 @@ def test_the_readme_pipeline_gives_its_table_and_networkx_results(spark: SparkSe
     for start in requests:
         want = nx.single_source_shortest_path_length(g, start, cutoff=2)
         assert {r["vertex"]: r["hops"] for r in hops if r["start"] == start} == want
-    assert {r["vertex"]: r["hops"] for r in hops} == {1: 0, 2: 1, 3: 1, 4: 2}  # as the README says
+    assert {r["vertex"]: r["hops"] for r in hops} == {1: 0, 2: 1, 3: 1, 4: 2}  # as the page says
 
-    # against the README's table
-    table = readme_table("results")
+    # against the page's table
+    table = page_table("results")
     assert [row["id"] for row in table] == sorted(g)
     for column, values in got.items():
         shown = {row["id"]: row[column] for row in table if row[column] is not None}
@@ -202,12 +199,12 @@ def test_the_readme_pipeline_gives_its_table_and_networkx_results(spark: SparkSe
             assert values[v] == pytest.approx(want, abs=5e-5 if column == "rank" else 0), (column, v)
 
 
-def test_the_readme_library_example_prints_what_it_shows(
+def test_the_graph_page_library_example_prints_what_it_shows(
         spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the example's mkdtemp() folders
-    namespace = readme_data()
-    code = readme_code("library")
-    printed = run_readme_code(code, namespace)
+    namespace = page_data()
+    code = page_code("library")
+    printed = run_page_code(code, namespace)
     shown = ast.literal_eval(code.rstrip().splitlines()[-1].removeprefix("# "))
     assert printed == shown
     g = graph_of(namespace["links"], namespace["pages"])
@@ -215,4 +212,4 @@ def test_the_readme_library_example_prints_what_it_shows(
     assert namespace["result"].halted_by == "no_messages"
     components = namespace["components"]
     assert components == {v: min(c) for c in nx.weakly_connected_components(g) for v in c}
-    assert components == {row["id"]: row["component"] for row in readme_table("results")}
+    assert components == {row["id"]: row["component"] for row in page_table("results")}
