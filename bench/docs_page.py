@@ -1,6 +1,6 @@
 """The documentation site's benchmark page, written from ``bench/results/`` by code.
 
-    python -m bench.report --docs          # writes docs/benchmarks.md and docs/images/bench-chart.png
+    python -m bench.report --docs          # writes docs/benchmarks.md, its chart and the README's table
     python -m bench.docs_page --check      # exit 1 when the committed page differs from what it writes
 
 Every figure on the page is read from a results file on disk: the latest published run of each
@@ -21,6 +21,8 @@ from typing import Any
 from .config import REPO, RESULTS, TARGETS, per_cycle_target
 
 PAGE = REPO / "docs" / "benchmarks.md"
+README = REPO / "README.md"
+README_START, README_END = "<!-- bench-table: written by python -m bench.report --docs -->", "<!-- /bench-table -->"
 CHART = REPO / "docs" / "images" / "bench-chart.png"
 
 #: the targets of the benches that have their own command (issue 28's and the graph issue's);
@@ -539,15 +541,40 @@ def page() -> str:
     return HEADER + "\n" + body + "\n"
 
 
+def readme_table() -> str:
+    """The README's headline table: every workload's ratios and round cost, and the fault loop's count."""
+    doc, rerun = _main_docs()
+    faults = _load("faults.json")
+    lines = [README_START, "",
+             f"From the latest published run ({_date(doc['started'])}, {doc['machine']['cpus']} cores, local[2], "
+             "`bench/results/results.json`); a throughput ratio above 1 means Lockgate is faster:", "",
+             "| workload | LG / Structured Streaming | LG / SSS + RocksDB | a round's cost, ms |",
+             "|---|---:|---:|---:|"]
+    for wl, (t, r) in _rows(doc, rerun).items():
+        lines.append(f"| {WORKLOADS.get(wl, wl)} | {_n(r.get('lockgate/sss'), '{:.2f}')} "
+                     f"| {_n(r.get('lockgate/sss_rocksdb'), '{:.2f}')} | {_n(t['lockgate'].get('per_cycle_ms'))} |")
+    lines += ["", f"The fault-injection loop ({faults['date']}): {faults['kills']['total']} kills, "
+              f"{faults['rows_checked']:,} rows checked, {faults['rows_lost']} lost, {faults['rows_duplicated']} "
+              f"duplicated, {faults['rows_wrong']} wrong.", "", README_END]
+    return "\n".join(lines)
+
+
+def readme_text() -> str:
+    text = README.read_text()
+    start, end = text.index(README_START), text.index(README_END) + len(README_END)
+    return text[:start] + readme_table() + text[end:]
+
+
 def chart_bytes() -> bytes:
     return (RESULTS / "chart.png").read_bytes()
 
 
 def write() -> list[Path]:
     PAGE.write_text(page())
+    README.write_text(readme_text())
     CHART.parent.mkdir(parents=True, exist_ok=True)
     CHART.write_bytes(chart_bytes())
-    return [PAGE, CHART]
+    return [PAGE, README, CHART]
 
 
 def stale() -> list[Path]:
@@ -555,6 +582,8 @@ def stale() -> list[Path]:
     out = []
     if not PAGE.exists() or PAGE.read_text() != page():
         out.append(PAGE)
+    if README.read_text() != readme_text():
+        out.append(README)
     if not CHART.exists() or CHART.read_bytes() != chart_bytes():
         out.append(CHART)
     return out
