@@ -152,8 +152,28 @@ function phaseBar(row, scale) {
 }
 const legend = () => el("div", { class: "legend" }, PHASES.map((p) => el("span", {}, el("i", { class: `p-${p}` }), p)));
 
-// the error in a line; the whole of it (Python and JVM traceback) one click away
-const errorCell = (r) => el("details", {}, el("summary", {}, r.error_summary || "error"), el("pre", { class: "trace" }, r.error));
+// A failed round's error: the first sentence of its summary in the table; the rest of the summary and
+// the whole error (Python and JVM traceback) behind the expand control.
+const FIRST_SENTENCE_MAX = 220;
+function firstSentence(text) {
+  const m = /^([\s\S]*?[.!?])\s+(?=[A-Z(`'"])/.exec(text);
+  let head = m ? m[1] : text;
+  if (head.length > FIRST_SENTENCE_MAX) {
+    const cut = head.lastIndexOf(" ", FIRST_SENTENCE_MAX);
+    head = head.slice(0, cut > 40 ? cut : FIRST_SENTENCE_MAX);
+  }
+  return head;
+}
+function errorCell(r) {
+  const summary = r.error_summary || "error";
+  const head = firstSentence(summary);
+  const rest = summary.slice(head.length).trim();
+  const shown = head.length < summary.length && !/[.!?]$/.test(head) ? `${head} …` : head;
+  return el("details", { class: "error-cell" },
+    el("summary", { title: "show the whole error" }, shown),
+    rest ? el("p", { class: "error-rest" }, rest) : null,
+    r.error && r.error !== summary ? el("pre", { class: "trace" }, r.error) : null);
+}
 
 // -- supersteps of a round (graph operators' iteration cycles) ------------------------------
 const human = (s) => String(s || "").replace(/_/g, " ");
