@@ -101,17 +101,22 @@ def main_section(doc: dict[str, Any], rerun: dict[str, Any] | None) -> list[str]
     lines += [
         "",
         "| workload | Lockgate ev/s | SSS ev/s | SSS+RocksDB ev/s | LG/SSS | LG/SSS+RocksDB | LG/SSS per CPU-s "
-        "| LG/RocksDB per CPU-s | slope, ms a round | Spark jobs a round | Py4J calls a round |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| LG/RocksDB per CPU-s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for wl, (t, r) in rows.items():
-        lg = t["lockgate"]
         lines.append(
-            f"| {WORKLOADS.get(wl, wl)} | {_n(lg['throughput'])} | {_n(t.get('sss', {}).get('throughput'))} "
+            f"| {WORKLOADS.get(wl, wl)} | {_n(t['lockgate']['throughput'])} | {_n(t.get('sss', {}).get('throughput'))} "
             f"| {_n(t.get('sss_rocksdb', {}).get('throughput'))} | {_n(r.get('lockgate/sss'), '{:.2f}')} "
             f"| {_n(r.get('lockgate/sss_rocksdb'), '{:.2f}')} | {_n(r.get('cpu lockgate/sss'), '{:.2f}')} "
-            f"| {_n(r.get('cpu lockgate/sss_rocksdb'), '{:.2f}')} | {_n(lg.get('per_cycle_ms'))} "
-            f"| {_n(lg.get('spark_jobs_per_cycle'), '{:.2f}')} | {_n(lg.get('py4j_calls_per_cycle'))} |")
+            f"| {_n(r.get('cpu lockgate/sss_rocksdb'), '{:.2f}')} |")
+    lines += ["", "What a Lockgate round costs:", "",
+              "| workload | slope, ms a round | checkpoint overhead | Spark jobs a round | Py4J calls a round |",
+              "|---|---:|---:|---:|---:|"]
+    for wl, (t, _r) in rows.items():
+        lg = t["lockgate"]
+        lines.append(f"| {WORKLOADS.get(wl, wl)} | {_n(lg.get('per_cycle_ms'))} | {_n(lg.get('checkpoint_share'), '{:.1%}')} "
+                     f"| {_n(lg.get('spark_jobs_per_cycle'), '{:.2f}')} | {_n(lg.get('py4j_calls_per_cycle'))} |")
     lines += [
         "",
         "LG/SSS is Lockgate's throughput over Structured Streaming's (above 1, Lockgate is faster); per CPU-s "
@@ -119,6 +124,9 @@ def main_section(doc: dict[str, Any], rerun: dict[str, Any] | None) -> list[str]
         "over the number of cycles: what one more round costs.",
         "",
         "![Throughput and cost per round of each contender](images/bench-chart.png)",
+        "",
+        "The chart is the one `bench.run` drew for the seven-workload run (`bench/results/chart.png`)"
+        + (", its W1 included; the tables give W1's rerun." if rerun else "."),
         "",
         "**First rounds and steady rounds.** A fresh JVM compiles each round's code, and Lockgate builds a "
         "shape's rounds step by step until its template is kept; the first six rounds (seconds, first to "
@@ -495,15 +503,22 @@ def faults_section() -> list[str]:
     ]
 
 
-HEADER = """# Benchmarks
+HEADER = """---
+hide:
+  - navigation
+---
+
+# Benchmarks
 
 <!-- Written by `python -m bench.report --docs` from bench/results/; do not edit by hand. -->
 
 Each table below is the latest published run of one bench, read from its results file under
 `bench/results/` by `python -m bench.report --docs`, which writes this page; a test fails when the page
-and the files disagree. Earlier runs and the history of each figure are in git.
+and the files disagree. How the benches measure is under [Method](#method), at the end; earlier runs
+and the history of each figure are in git.
+"""
 
-## Method
+METHOD = """## Method
 
 **Contenders.** Lockgate against Spark Structured Streaming with its default (HDFS-backed) state store
 and with RocksDB and changelog checkpointing, and one plain PySpark batch job over the same files (the
@@ -538,7 +553,7 @@ def page() -> str:
                 plan_template_section(), lakehouse_section(), message_log_section(), graph_section(),
                 ui_section(), faults_section()]
     body = "\n\n".join("\n".join(s) for s in sections if s)
-    return HEADER + "\n" + body + "\n"
+    return HEADER + "\n" + body + "\n\n" + METHOD
 
 
 def readme_table() -> str:

@@ -468,6 +468,15 @@ def markdown(doc: dict[str, Any], summ: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _axis_label(title: str, n: int) -> str:
+    """A workload's label under the chart's bars: its title's name (``W1 tumbling 10 s``), or, with more
+    than four workloads side by side, its id over its query (``W1`` / ``(q7-like)``) so labels do not overlap."""
+    if n <= 4:
+        return title.split(" (")[0]
+    query = title[title.index("("):] if "(" in title else ""
+    return f"{title.split(' ')[0]}\n{query}" if query else title.split(" ")[0]
+
+
 def chart(doc: dict[str, Any], summ: dict[str, Any], path: Path) -> None:
     import matplotlib
 
@@ -476,6 +485,7 @@ def chart(doc: dict[str, Any], summ: dict[str, Any], path: Path) -> None:
 
     table = summ["table"]
     wls = list(table)
+    labels = [_axis_label(WORKLOADS[w].title, len(wls)) for w in wls]
     contenders = [c for c in ("lockgate", "sss", "sss_rocksdb", "batch") if any(c in t for t in table.values())]
     colors = {"lockgate": "#1f77b4", "sss": "#ff7f0e", "sss_rocksdb": "#d62728", "batch": "#7f7f7f"}
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
@@ -492,7 +502,7 @@ def chart(doc: dict[str, Any], summ: dict[str, Any], path: Path) -> None:
                 hi.append(s["throughput_max"] - s["throughput"])
         ax.bar(xs, ys, width, yerr=[lo, hi], label=SHORT[c], color=colors[c], capsize=2)
     ax.set_yscale("log")
-    ax.set_xticks(range(len(wls)), [WORKLOADS[w].title.split(" (")[0] for w in wls], fontsize=8)
+    ax.set_xticks(range(len(wls)), labels, fontsize=8)
     ax.set_ylabel("input events / s (log)")
     ax.set_title(f"Throughput, one 10 s window per cycle ({max(doc['cuts'])} cycles)")
     ax.legend(fontsize=8)
@@ -511,7 +521,7 @@ def chart(doc: dict[str, Any], summ: dict[str, Any], path: Path) -> None:
                 ys.append(v)
         ax.bar(xs, ys, width, label=SHORT[c], color=colors[c])
     ax.axhline(TARGETS["per_cycle_ms"], color="k", linestyle="--", linewidth=1, label=_per_cycle_label())
-    ax.set_xticks(range(len(wls)), [WORKLOADS[w].title.split(" (")[0] for w in wls], fontsize=8)
+    ax.set_xticks(range(len(wls)), labels, fontsize=8)
     ax.set_ylabel("ms per cycle")
     cuts = ", ".join(map(str, sorted(doc["cuts"])))
     ax.set_title(f"Per-cycle overhead (slope over {cuts} cycles)" if len(doc["cuts"]) > 1 else "ms per cycle")
