@@ -27,6 +27,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from lockgate import check_catchup
 from lockgate.errors import JobStateError, LockgateError
+from lockgate_provider import lineage
 from lockgate_provider.assets import lockgate_asset
 from lockgate_provider.hooks.lockgate import LockgateHook
 from lockgate_provider.links.lockgate import LockgateJobLink
@@ -477,6 +478,26 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
         except Exception:
             self.log.exception("Killed: stopping job %r failed", job)
 
+    # -- OpenLineage (the lineage extra; see lockgate_provider.lineage) --------------------
+    def get_openlineage_facets_on_start(self) -> Any:
+        """The job's sources and sinks as datasets, when its plan is known before the run."""
+        return lineage.guarded(f"task {self.task_id}", lambda: self._lineage(done=False))
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The run's datasets, the rows written, its window range and the plan's SQL."""
+        return lineage.guarded(f"task {self.task_id}", lambda: self._lineage(done=True))
+
+    def _lineage(self, done: bool) -> Any:
+        p, result = self._plan, self._result or {}
+        job = p.get("job") or self.job or ""
+        version = p.get("plan_version") if done else None
+        first = p.get("first", self.first_window if isinstance(self.first_window, int) else None)
+        last = p.get("last", self.last_window if isinstance(self.last_window, int) else None)
+        return lineage.build_lineage(
+            lineage.job_plan(self.hook, job, version, connect=done), job=job, plan_version=version, first=first,
+            last=last, start=p.get("start"), end=p.get("end"), rows_out=result.get("rows_out"),
+        )
+
 
 # -- continuous pipelines --------------------------------------------------------------
 class LockgateStartPipelineOperator(_LockgateOperatorMixin, BaseOperator):
@@ -543,7 +564,14 @@ class LockgateStartPipelineOperator(_LockgateOperatorMixin, BaseOperator):
             info = client.get_job(job)
             self.log.info("Job %r is already running here: %s", job, err)
         self.log.info("Started continuous job %r (%s), resuming after window %s", job, info.state, info.last_window)
+        self._lineage_run = {"job": job, "first": None if info.last_window is None else info.last_window + 1}
         return info.to_dict()
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The started job's sources and sinks (a streaming run from its resume window on)."""
+        run = getattr(self, "_lineage_run", None) or {"job": self.job}
+        return lineage.guarded(f"task {self.task_id}", lambda: lineage.build_lineage(
+            lineage.job_plan(self.hook, run["job"]), job=run["job"] or "", first=run.get("first"), streaming=True))
 
 
 class LockgateStopPipelineOperator(_LockgateOperatorMixin, BaseOperator):
@@ -661,6 +689,7 @@ class LockgateRestoreOperator(_LockgateOperatorMixin, BaseOperator):
         with airflow_errors(action=f"Restoring job '{self.job}' to window {window}", retry=False):
             restored = client.restore(self.job, window, reset_state=self.reset_state)
         self.log.warning("Job %r restored to window %d: %s", self.job, window, restored.state)
+        self._lineage_window = window
         return {
             "job": self.job,
             "restored_to": window,
@@ -668,4 +697,10 @@ class LockgateRestoreOperator(_LockgateOperatorMixin, BaseOperator):
             "reset_state": self.reset_state,
             "state": restored.state,
         }
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The job's sources and sinks (the sinks' output after the window retracted), and the window."""
+        window = getattr(self, "_lineage_window", None)
+        return lineage.guarded(f"task {self.task_id}", lambda: lineage.build_lineage(
+            lineage.job_plan(self.hook, self.job), job=self.job, first=window, last=window))
 
