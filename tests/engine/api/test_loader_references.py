@@ -135,8 +135,10 @@ def test_only_pipelines_and_marked_factories_are_called(tree):
 
 
 def test_reference_form_is_checked_before_anything():
-    for ref, message in (("", "empty"), ("   ", "empty"), ("a.py:pipe\x00line", "control character"),
-                         ("pipe\nline.py", "control character"), ("x" * 5000, "characters long"),
+    for ref, message in (("", "empty"), ("   ", "empty"), ("a.py:pipe\x00line", "control or format character U\\+0000"),
+                         ("pipe\nline.py", "control or format character U\\+000A"),
+                         ("nel\x85.py:pipeline", "U\\+0085"), ("bidi\u202e.py:pipeline", "U\\+202E"),
+                         ("x" * 5000, "characters long"),
                          ("a.py:not-a-name", "must be a Python name"), ("a b:pipeline", "neither a .py file"),
                          (":pipeline", "give path/to/file.py")):
         with pytest.raises(PipelineLoadError, match=message):
