@@ -3,7 +3,7 @@
 The profile counts Spark jobs from the driver, but a job's cost is its tasks: how many there
 are and what each spends before it touches a row. Every task deserialises its stage's whole
 plan (``Executor Deserialize Time``); a round whose last stage unions many operators' outputs
-paid that once per partition (``bench/results/coalesced_tails/``). A profile run turns Spark's
+paid that once per partition (a profile run of 2026-11, in git's history of bench/results). A profile run turns Spark's
 event log on (:func:`event_log_conf`) and sums its task-end events (:func:`task_totals`).
 
     >>> conf = event_log_conf(Path("/tmp/run/spark-events"))   # doctest: +SKIP

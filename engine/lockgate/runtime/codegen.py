@@ -11,7 +11,7 @@ compilations, about 960 ms, on W5 (q9): more than interpreting a window's rows c
 So a round expected to touch at most ``LOCKGATE_CODEGEN_ROWS`` rows (its last round's input
 rows plus the rows of the state layers it may read; default 300,000; 0 keeps Spark's code
 generation on for every round) runs with whole-stage code generation off and expressions
-interpreted. At 40 rounds of 25,000 events (2026-11-29, ``bench/results/codegen_rows/``), W5
+interpreted. At 40 rounds of 25,000 events (2026-11-29, a bench run kept in git's history), W5
 (q9, 24,500 records a round on up to 170,000 rows of state layers) ran 10 % to 15 % faster
 interpreted than compiled, and W6 (q18, 23,000 bids on up to 290,000) the same either way; the
 earlier default of 100,000 compiled most of W5's rounds. Far above that it is not measured

@@ -41,7 +41,7 @@ def _held_for_lookup(ctx: CycleContext, partials: DataFrame) -> DataFrame:
     The lookup broadcasts those keys, and a broadcast is a Spark job of its own that runs before
     the round's: without the hold, the partials (and whatever plan feeds them, e.g. q9's join and
     its own lookups) are computed twice a round. Held, q9's rounds run 5 Spark jobs instead of 6
-    (``bench/results/held_partials/``)."""
+    (measured with the bench's profile, 2026-11; the run is in git's history of ``bench/results``)."""
     return ctx.cache(partials)
 
 
