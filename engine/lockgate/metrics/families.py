@@ -87,7 +87,8 @@ _ALL = [
            "Catch-up groups run (several windows computed in one go).", (JOB,)),
     Family("lockgate_catchup_group_windows", "histogram", "Windows per catch-up group.", (JOB,)),
     Family("lockgate_job_state", "gauge",
-           "1 for the state the job is in (CREATED ... FAILED), 0 for the others it has been in.",
+           "1 for the state the job is in, 0 for the other states (CREATED ... FAILED); a controller reads "
+           "every job of its catalog at each scrape.",
            (JOB, "state")),
     # -- per controller ---------------------------------------------------------------
     Family("lockgate_workers", "gauge", "Worker processes by state (STARTING, IDLE, BUSY, LOST, CLOSED).",

@@ -25,10 +25,11 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from ..logs import get_logger
+from ..states import JobState
 from .families import BYTES_BUCKETS, FAMILIES, GROUP_BUCKETS, PHASE_BUCKETS, PHASES, ROUND_BUCKETS
 from .rounds import state_tables, written_bytes
 
@@ -75,6 +76,10 @@ class MetricsRecorder:
     def watch_workers(self, states: Callable[[], Iterable[str]]) -> None:
         """At each scrape, count workers by the states ``states()`` gives."""
 
+    def watch_jobs(self, states: Callable[[], Mapping[str, str]]) -> None:
+        """At each scrape, take every job's state from ``states()`` (``{job: state}``, a controller's
+        catalog) instead of the moves its runs reported."""
+
 
 #: the recorder of a process that serves no metrics
 NO_METRICS = MetricsRecorder()
@@ -101,7 +106,7 @@ def _guarded(fn: F) -> F:
 class _JobFigures:
     """What the scrape-time collector reads of one job."""
 
-    __slots__ = ("commit_ts", "last_window", "state", "states", "tables", "watermark_s", "window_s")
+    __slots__ = ("commit_ts", "last_window", "state", "tables", "watermark_s", "window_s")
 
     def __init__(self) -> None:
         self.last_window: int | None = None
@@ -110,7 +115,6 @@ class _JobFigures:
         self.window_s: float | None = None
         self.tables: dict[tuple[str, str], tuple[int, int]] = {}
         self.state: str | None = None
-        self.states: set[str] = set()
 
 
 class _ScrapeCollector:
@@ -133,14 +137,20 @@ class _ScrapeCollector:
         o = self.owner
         now = time.time()
         with o.lock:
-            jobs = {job: (f.last_window, f.commit_ts, f.watermark_s, dict(f.tables), f.state, set(f.states),
-                          f.window_s) for job, f in o.jobs.items()}
+            jobs = {job: (f.last_window, f.commit_ts, f.watermark_s, dict(f.tables), f.state, f.window_s)
+                    for job, f in o.jobs.items()}
+        states_now: dict[str, str | None] = {job: v[4] for job, v in jobs.items()}
+        if o.job_states is not None:
+            try:
+                states_now = {job: str(state) for job, state in o.job_states().items()}
+            except Exception:
+                log.exception("metrics: reading the jobs' states failed")
         last, commit, age = gauge("lockgate_last_window"), gauge("lockgate_last_commit_timestamp_seconds"), \
             gauge("lockgate_last_commit_age_seconds")
         wm, lag = gauge("lockgate_watermark_timestamp_seconds"), gauge("lockgate_event_time_lag_seconds")
         rows, size, states = gauge("lockgate_state_rows"), gauge("lockgate_state_bytes"), gauge("lockgate_job_state")
         cycle = gauge("lockgate_cycle_window_seconds")
-        for job, (window, ts, watermark, tables, state, seen, window_s) in sorted(jobs.items()):
+        for job, (window, ts, watermark, tables, _state, window_s) in sorted(jobs.items()):
             if window_s is not None:
                 cycle.add_metric([job], window_s)
             if window is not None:
@@ -154,8 +164,11 @@ class _ScrapeCollector:
             for (op, table), (n, b) in sorted(tables.items()):
                 rows.add_metric([job, op, table], n)
                 size.add_metric([job, op, table], b)
-            for s in sorted(seen):
-                states.add_metric([job, s], 1.0 if s == state else 0.0)
+        for job, state in sorted(states_now.items()):
+            if state is None:
+                continue
+            for s in JobState:  # every state, 0 or 1 (as kube-state-metrics does): bounded, alertable
+                states.add_metric([job, s.value], 1.0 if s.value == state else 0.0)
         yield from (cycle, last, commit, age, wm, lag, rows, size, states)
         if o.worker_states is not None:
             workers = gauge("lockgate_workers")
@@ -190,6 +203,7 @@ class PrometheusMetrics(MetricsRecorder):
         self.lock = threading.Lock()
         self.jobs: dict[str, _JobFigures] = {}
         self.worker_states: Callable[[], Iterable[str]] | None = None
+        self.job_states: Callable[[], Mapping[str, str]] | None = None
         buckets = {"lockgate_round_duration_seconds": ROUND_BUCKETS, "lockgate_round_phase_seconds": PHASE_BUCKETS,
                    "lockgate_checkpoint_written_bytes": BYTES_BUCKETS,
                    "lockgate_catchup_group_windows": GROUP_BUCKETS}
@@ -263,7 +277,6 @@ class PrometheusMetrics(MetricsRecorder):
         with self.lock:
             f = self._job(job)
             f.state = str(state)
-            f.states.add(str(state))
 
     @_guarded
     def run_fenced(self, job: str) -> None:
@@ -284,6 +297,9 @@ class PrometheusMetrics(MetricsRecorder):
 
     def watch_workers(self, states: Callable[[], Iterable[str]]) -> None:
         self.worker_states = states
+
+    def watch_jobs(self, states: Callable[[], Mapping[str, str]]) -> None:
+        self.job_states = states
 
     # -- reading -----------------------------------------------------------------------
     def exposition(self) -> bytes:

@@ -112,6 +112,7 @@ class Controller:
         self.metrics: MetricsRecorder = PrometheusMetrics() if config.metrics_port is not None else NO_METRICS
         self.pool.metrics = self.metrics
         self.metrics.watch_workers(lambda: [h.state.value for h in self.pool.workers()] if self.pool else [])
+        self.metrics.watch_jobs(lambda: {rec.name: rec.state.value for rec in self.catalog.list_jobs()})
         #: set when the controller goes away: runs end without writing; the next controller resumes them
         self.shutting_down = False
         self.started_at = time.time()

@@ -28,7 +28,7 @@ import lockgate as lg
 
 pipeline = lg.Pipeline("metered_local", cycle_window=timedelta(seconds=5), parallelism=2)
 bids = pipeline.source(
-    lg.NexmarkSource("bid", events_per_second=400, seed=3, start="2026-01-01T00:00:00", max_events=6000),
+    lg.NexmarkSource("bid", events_per_second=400, seed=3, start="2026-01-01T00:00:00", max_events=12000),
     name="bids",
 )
 (
@@ -65,10 +65,20 @@ def test_an_embedded_run_exports_its_rounds(spark: Any, tmp_path: Path, pipeline
     assert exporter.serving and exporter.url.startswith("http://127.0.0.1:")
     try:
         client = EmbeddedClient(home=str(tmp_path / "home"))
-        res = client.run(pipeline_ref, first=FIRST, last=FIRST + 2)
-        client.close()
+        res = client.run(pipeline_ref, first=FIRST, last=FIRST + 2, catchup="off")
         assert res.state == "FINISHED" and res.windows_run == 3
         text = urllib.request.urlopen(exporter.url, timeout=5).read().decode()
+        # three more windows in one catch-up group, resuming from the checkpoint of the first run
+        grouped = client.run(pipeline_ref, first=FIRST + 3, last=FIRST + 5, catchup="3")
+        client.close()
+        assert grouped.windows_run == 3
+        recorder = metrics.current()
+        assert isinstance(recorder, PrometheusMetrics)
+        assert recorder.value("lockgate_catchup_groups_total", job_name="metered_local") == 1
+        assert recorder.value("lockgate_catchup_group_windows_sum", job_name="metered_local") == 3
+        assert recorder.value("lockgate_rounds_committed_total", job_name="metered_local") == 6
+        assert recorder.value("lockgate_restores_total", job_name="metered_local", reason="resume") == 1
+        assert recorder.value("lockgate_last_window", job_name="metered_local") == FIRST + 5
     finally:
         exporter.stop()
     families = {f.name: f for f in text_string_to_metric_families(text)}
@@ -163,3 +173,11 @@ def test_the_alert_rules_pass_promtool() -> None:
                           timeout=60, cwd=RULES)
     assert unit.returncode == 0, unit.stdout + unit.stderr
     assert "SUCCESS" in unit.stdout
+
+
+def test_the_monitoring_page_lists_every_metric_and_the_rules_as_they_are() -> None:
+    page = (Path(__file__).resolve().parents[3] / "docs" / "operations" / "monitoring.md").read_text()
+    missing = [name for name in FAMILIES if f"`{name}`" not in page]
+    assert not missing, f"docs/operations/monitoring.md does not list {missing}"
+    rules = (RULES / "lockgate-rules.yml").read_text().rstrip()
+    assert rules in page, "the monitoring page's copy of lockgate-rules.yml is not the file's text"

@@ -134,7 +134,9 @@ def test_prometheus_scrapes_a_controller_running_a_job(srv: Any, make_controller
         assert prom.value(f'lockgate_last_commit_age_seconds{{job_name="{JOB}"}}') >= 0
         # per controller
         assert prom.value("sum(lockgate_workers)") >= 1
-        assert prom.value('lockgate_grpc_requests_total{method="Run",code="OK"}') == 2.0
+        # a Run stream is counted when it ends, after its client has the result: a scrape or two later
+        wait_for(lambda: prom.value('lockgate_grpc_requests_total{method="Run",code="OK"}') == 2.0, 20,
+                 "both Run streams to be counted OK")
         assert prom.value('sum(lockgate_grpc_requests_total{service="lockgate.v1.WorkerControl",'
                           'method="Heartbeat"})') > 0
         assert prom.value("lockgate_fenced_runs_total") == 0.0
@@ -156,3 +158,32 @@ def test_prometheus_scrapes_a_controller_running_a_job(srv: Any, make_controller
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             assert not windows & set(sample.labels.values()), (sample.name, sample.labels)
+
+
+def test_a_controller_whose_metrics_port_is_taken_serves_all_the_same(tmp_path: Path) -> None:
+    """The endpoint cannot bind: the controller starts, says why, answers, and still counts."""
+    import socket
+
+    import lockgate
+    from lockgate.server.config import ServerConfig
+    from lockgate.server.service import Server
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        server = Server(ServerConfig(home=str(tmp_path / "home"), port=0, standby_workers=0, metrics_port=port,
+                                     allow_any_pipeline=True))
+        server.start()
+        try:
+            assert server.exporter is not None and not server.exporter.serving
+            assert "Address already in use" in (server.exporter.error or "")
+            client = lockgate.connect(f"grpc://127.0.0.1:{server.port}")
+            assert client.list_jobs() == []
+            client.close()
+            metrics = server.controller.metrics
+            assert metrics.value("lockgate_grpc_requests_total", service="lockgate.v1.Controller", method="ListJobs",
+                                 code="OK") == 1.0
+            assert metrics.value("lockgate_workers", state="IDLE") == 0.0
+        finally:
+            server.stop()
