@@ -192,6 +192,10 @@ def run_lockgate(spec: dict[str, Any], spark: Any) -> dict[str, Any]:
     }
     pipe = work / "pipeline.py"
     pipe.write_text(PIPELINE_FILE.format(repo=str(REPO), kwargs=kwargs))
+    if os.environ.get("LOCKGATE_BENCH_METRICS"):  # metrics on (their overhead, issue 64): recorded and served
+        from lockgate import metrics
+
+        metrics.serve(0)
     client = lockgate.connect("embedded", home=str(home))
     jobs0, py0 = _spark_jobs(spark), _py4j_snapshot()
     profiler = cProfile.Profile() if spec.get("profile") else None
