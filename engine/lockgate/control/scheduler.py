@@ -328,6 +328,9 @@ class CycleScheduler:
         if self.last_window is not None:
             resumed = is_terminal(prior) or prior in (JobState.CREATED, JobState.STOPPING)
             self.metrics.restored(self.job, "resume" if resumed else "recovery")
+            if self.metrics.enabled:  # the job's last checkpoint, before this run commits any (a stuck run ages)
+                with contextlib.suppress(Exception):
+                    self.metrics.checkpoint_seen(self.job, self.catalog.last_checkpoint(self.job), self.graph)
 
     def _recover(self, reset_state: bool) -> None:
         # 1. rounds that never reached STAGED: what they wrote is garbage (collected below;

@@ -51,6 +51,10 @@ class MetricsRecorder:
     def round_failed(self, job: str, windows: int = 1) -> None:
         """A round (or a catch-up group of ``windows``) of ``job`` failed."""
 
+    def checkpoint_seen(self, job: str, checkpoint: Any, graph: Any = None) -> None:
+        """A run of ``job`` starts from ``checkpoint`` (a CheckpointRecord): its window, time and
+        state stand for the job until a round commits (so a run that never does shows its age)."""
+
     def restored(self, job: str, reason: str) -> None:
         """A run restored ``job``'s state from a checkpoint (``resume``, ``recovery``, ``rollback``)."""
 
@@ -244,20 +248,36 @@ class PrometheusMetrics(MetricsRecorder):
             m[name].labels(job).inc(max(0, int(n or 0)))
         uri, manifest = result.snapshot_uri, result.snapshot_manifest
         m["lockgate_checkpoint_written_bytes"].labels(job).observe(written_bytes(uri, manifest))
-        tables = state_tables(uri, manifest)
+        self._committed(job, result.window, time.time(), state_tables(uri, manifest), graph)
+
+    def _committed(self, job: str, window: int, at: float, tables: dict[tuple[str, str], tuple[int, int]],
+                   graph: Any) -> None:
         watermark = window_s = None
         if graph is not None:
             lateness = int((getattr(graph, "watermark", None) or {}).get("lateness_us") or 0)
-            watermark = (graph.clock.end_us(result.window) - lateness) / 1e6
+            watermark = (graph.clock.end_us(window) - lateness) / 1e6
             window_s = graph.clock.size_us / 1e6
         with self.lock:
             f = self._job(job)
-            if f.last_window is None or result.window >= f.last_window:
-                f.last_window = result.window
+            if f.last_window is None or window >= f.last_window:
+                f.last_window = window
                 f.watermark_s = watermark if watermark is not None else f.watermark_s
-            f.commit_ts = time.time()
+            f.commit_ts = at
             f.tables = tables
             f.window_s = window_s if window_s is not None else f.window_s
+
+    @_guarded
+    def checkpoint_seen(self, job: str, checkpoint: Any, graph: Any = None) -> None:
+        if checkpoint is None:
+            return
+        with self.lock:
+            known = self.jobs.get(job)
+            if known is not None and known.last_window is not None and known.last_window >= checkpoint.window:
+                return  # this process committed it (or a later one): its own figures stand
+        created = checkpoint.created
+        at = created.timestamp() if hasattr(created, "timestamp") else time.time()
+        self._committed(job, checkpoint.window, at,
+                        state_tables(checkpoint.snapshot_uri, checkpoint.snapshot_manifest), graph)
 
     @_guarded
     def round_failed(self, job: str, windows: int = 1) -> None:

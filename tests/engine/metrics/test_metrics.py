@@ -70,6 +70,18 @@ def test_an_embedded_run_exports_its_rounds(spark: Any, tmp_path: Path, pipeline
         text = urllib.request.urlopen(exporter.url, timeout=5).read().decode()
         # three more windows in one catch-up group, resuming from the checkpoint of the first run
         grouped = client.run(pipeline_ref, first=FIRST + 3, last=FIRST + 5, catchup="3")
+        # a new process (a restarted controller) whose run of the job has committed nothing yet: the
+        # job's last checkpoint stands for it, so a run stuck from its start still shows its age
+        from lockgate.plan.logical import PipelineGraph
+
+        fresh = PrometheusMetrics(process=False)
+        graph = PipelineGraph.from_dict(client.get_plan("metered_local").logical)
+        fresh.checkpoint_seen("metered_local", client.catalog.last_checkpoint("metered_local"), graph)
+        assert fresh.value("lockgate_last_window", job_name="metered_local") == FIRST + 5
+        assert fresh.value("lockgate_last_commit_age_seconds", job_name="metered_local") >= 0
+        assert fresh.value("lockgate_watermark_timestamp_seconds", job_name="metered_local") == 1767225630.0
+        assert fresh.value("lockgate_state_rows", job_name="metered_local", operator="bidder_totals",
+                           table="main") > 0
         client.close()
         assert grouped.windows_run == 3
         recorder = metrics.current()
