@@ -140,6 +140,17 @@ def test_a_dag_run_emits_the_pipelines_sources_and_sinks_and_a_failing_transport
     finally:
         client.close()
 
+    # the start operator's lineage, in this process over the same home: a streaming run of the same datasets
+    from lockgate_provider.operators.lockgate import LockgateStartPipelineOperator
+
+    start_op = LockgateStartPipelineOperator(task_id="start", pipeline=f"{pipe}:pipeline", job=JOB)
+    start_op._lineage_run = {"job": JOB, "first": W0 + 1}  # what its execute() records
+    started_lineage = start_op.get_openlineage_facets_on_complete(None)
+    assert {(d.namespace, d.name) for d in started_lineage.outputs} == set(outputs)
+    assert {(d.namespace, d.name) for d in started_lineage.inputs} == set(inputs)
+    assert started_lineage.job_facets["jobType"].processingType == "STREAMING"
+    assert started_lineage.run_facets["lockgateWindows"].firstWindow == W0 + 1
+
 
 def test_output_statistics_and_names_of_the_other_sinks() -> None:
     """One sink: its rows written; Iceberg, Delta and NATS by OpenLineage's conventions (no run needed)."""
