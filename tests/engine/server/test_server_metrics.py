@@ -141,6 +141,14 @@ def test_prometheus_scrapes_a_controller_running_a_job(srv: Any, make_controller
                           'method="Heartbeat"})') > 0
         assert prom.value("lockgate_fenced_runs_total") == 0.0
 
+        # a rollback on purpose: counted, and the job's state (read from the catalog) moves with it
+        client.restore(JOB, FIRST + 3)
+        wait_for(lambda: prom.value(f'lockgate_restores_total{{job_name="{JOB}",reason="rollback"}}') == 1.0, 20,
+                 "the rollback to be counted")
+        wait_for(lambda: prom.value(f'lockgate_job_state{{job_name="{JOB}",state="STOPPED"}}') == 1.0, 20,
+                 "the restored job to show STOPPED")
+        assert prom.value(f'lockgate_job_state{{job_name="{JOB}",state="FINISHED"}}') == 0.0
+
         # a request the controller refuses is counted with its code
         with pytest.raises(Exception, match="not found|no job"):
             client.get_job("no_such_job")
