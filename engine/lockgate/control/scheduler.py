@@ -275,7 +275,6 @@ class CycleScheduler:
         log_event(log, "fenced_attempt_removed", job=self.job, window=window, attempt=attempt)
 
     def _fenced_error(self, window: int, cause: BaseException) -> FencedError:
-        self.metrics.run_fenced(self.job)
         current = None
         with contextlib.suppress(Exception):
             current = self.catalog.get_job(self.job).generation
@@ -652,6 +651,8 @@ class CycleScheduler:
                     summary.rows_out += res.rows_out
                     summary.late_rows += res.late_rows
         except BaseException as err:  # KeyboardInterrupt too: the job must not stay RUNNING
+            if isinstance(err, FencedError):
+                self.metrics.run_fenced(self.job)
             self.fail(err)
             raise
         summary.elapsed_s = time.perf_counter() - t0

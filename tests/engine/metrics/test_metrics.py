@@ -193,3 +193,24 @@ def test_the_monitoring_page_lists_every_metric_and_the_rules_as_they_are() -> N
     assert not missing, f"docs/operations/monitoring.md does not list {missing}"
     rules = (RULES / "lockgate-rules.yml").read_text().rstrip()
     assert rules in page, "the monitoring page's copy of lockgate-rules.yml is not the file's text"
+
+
+def test_a_fenced_run_is_counted(spark: Any, tmp_path: Path, pipeline_ref: str) -> None:
+    """Two runs of one job in one process: the later takes the job over, the earlier's next round
+    finds it fenced (``lockgate_fenced_runs_total``), and the later one's rounds count as usual."""
+    from lockgate.errors import FencedError
+
+    recorder = PrometheusMetrics(process=False)
+    client = EmbeddedClient(home=str(tmp_path / "home"))
+    try:
+        earlier = client._prepared(pipeline_ref, "fenced_local", False)
+        later = client._prepared(pipeline_ref, "fenced_local", False)
+        earlier.metrics = later.metrics = recorder
+        with pytest.raises(FencedError):
+            earlier.run_windows(FIRST, FIRST)
+        assert recorder.value("lockgate_fenced_runs_total") == 1
+        later.run_windows(FIRST, FIRST)
+        assert recorder.value("lockgate_rounds_committed_total", job_name="fenced_local") == 1
+        assert recorder.value("lockgate_rounds_failed_total", job_name="fenced_local") is None  # fenced: not failed
+    finally:
+        client.close()
