@@ -195,3 +195,47 @@ def test_a_controller_whose_metrics_port_is_taken_serves_all_the_same(tmp_path: 
             assert metrics.value("lockgate_workers", state="IDLE") == 0.0
         finally:
             server.stop()
+
+
+def test_an_adopted_orphan_and_a_missed_heartbeat_are_counted(tmp_path: Path) -> None:
+    """A worker pool (the controller's) adopts a previous controller's orphan, which then stays
+    silent past the heartbeat deadline: one adoption, one missed heartbeat, the worker LOST."""
+    import json
+    import sys
+    import time
+
+    from lockgate.metrics import PrometheusMetrics
+    from lockgate.server.config import ServerConfig
+    from lockgate.server.generated import lockgate_worker_pb2 as wpb
+    from lockgate.server.pool import WorkerPool
+
+    wid, master, advertise = "w-orphan", "local[1]", "unix:" + str(tmp_path / "workers.sock")
+    # a live process whose command line is a worker's, noted as the dead controller noted it
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "-m", "lockgate.server.worker",
+                             "--id", wid])
+    deadline = time.monotonic() + 10
+    while wid.encode() not in Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0"):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    run_dir = tmp_path / "run" / "workers"
+    run_dir.mkdir(parents=True)
+    (run_dir / f"{wid}.json").write_text(json.dumps({"pid": proc.pid, "controller": advertise, "master": master,
+                                                     "job": ""}))
+    metrics = PrometheusMetrics(process=False)
+    pool = WorkerPool(ServerConfig(home=str(tmp_path), spark_master=master, standby_workers=0,
+                                   heartbeat_interval_s=0.2, heartbeat_timeout_s=1.0))
+    pool.metrics = metrics
+    metrics.watch_workers(lambda: [h.state.value for h in pool.workers()])
+    try:
+        pool.start(advertise)
+        pool.register_connection(wpb.WorkerHello(worker_id=wid, pid=proc.pid, spark_master=master, adopted=True,
+                                                 settings=pool.settings, orphaned_s=1.0))
+        assert metrics.value("lockgate_adopted_orphans_total") == 1
+        assert metrics.value("lockgate_workers", state="IDLE") == 1
+        wait_for(lambda: metrics.value("lockgate_workers", state="LOST") == 1, 15, "the silent worker to be lost")
+        assert metrics.value("lockgate_heartbeats_missed_total") == 1
+        assert metrics.value("lockgate_workers", state="IDLE") == 0
+    finally:
+        proc.kill()
+        proc.wait()
+        pool.close()
