@@ -127,6 +127,19 @@ class _ScrapeCollector:
 
     def __init__(self, owner: PrometheusMetrics):
         self.owner = owner
+        self._failing: set[str] = set()  # what failed at the last scrape: said once, until it works again
+
+    def _read(self, what: str, read: Callable[[], Any]) -> Any:
+        try:
+            value = read()
+        except Exception as err:
+            if what not in self._failing:
+                self._failing.add(what)
+                log.warning("metrics: reading %s failed (%s: %s); said once, until a scrape reads it again",
+                            what, type(err).__name__, err)
+            return None
+        self._failing.discard(what)
+        return value
 
     def describe(self) -> list[Any]:
         return []  # registered without describing: nothing is collected at registration
@@ -145,10 +158,8 @@ class _ScrapeCollector:
                     for job, f in o.jobs.items()}
         states_now: dict[str, str | None] = {job: v[4] for job, v in jobs.items()}
         if o.job_states is not None:
-            try:
-                states_now = {job: str(state) for job, state in o.job_states().items()}
-            except Exception:
-                log.exception("metrics: reading the jobs' states failed")
+            read = self._read("the jobs' states", lambda: {job: str(st) for job, st in o.job_states().items()})
+            states_now = read if read is not None else states_now
         last, commit, age = gauge("lockgate_last_window"), gauge("lockgate_last_commit_timestamp_seconds"), \
             gauge("lockgate_last_commit_age_seconds")
         wm, lag = gauge("lockgate_watermark_timestamp_seconds"), gauge("lockgate_event_time_lag_seconds")
@@ -174,14 +185,12 @@ class _ScrapeCollector:
             for s in JobState:  # every state, 0 or 1 (as kube-state-metrics does): bounded, alertable
                 states.add_metric([job, s.value], 1.0 if s.value == state else 0.0)
         yield from (cycle, last, commit, age, wm, lag, rows, size, states)
-        if o.worker_states is not None:
+        found = self._read("the workers", lambda: list(o.worker_states())) if o.worker_states is not None else None
+        if found is not None:  # left out, rather than zeros, when they cannot be read
             workers = gauge("lockgate_workers")
             counts: dict[str, int] = dict.fromkeys(("STARTING", "IDLE", "BUSY", "LOST", "CLOSED"), 0)
-            try:
-                for s in o.worker_states():
-                    counts[str(s)] = counts.get(str(s), 0) + 1
-            except Exception:
-                log.exception("metrics: counting workers failed")
+            for s in found:
+                counts[str(s)] = counts.get(str(s), 0) + 1
             for s, n in counts.items():
                 workers.add_metric([s], n)
             yield workers
