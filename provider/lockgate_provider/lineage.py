@@ -9,8 +9,8 @@ controller or the embedded catalog, never recompiled):
 
 * one **input dataset per source** and one **output dataset per sink**, named by
   OpenLineage's naming conventions (:func:`dataset_name`), each with a **schema** facet;
-* the rows written (**output statistics**) when the pipeline has one sink (the engine reports
-  a window's rows out summed over its sinks);
+* the rows each sink committed over the task's windows (**output statistics**, from the
+  windows' checkpoints);
 * a ``lockgateWindows`` **run facet**: the job, its plan version and the range of cycle
   windows the task covered, as window ids and as event-time instants;
 * a **SQL job facet** with the queries of ``Pipeline.sql`` (and ``Stream.sql``) in the plan,
@@ -175,11 +175,14 @@ def build_lineage(
     start: datetime | None = None,
     end: datetime | None = None,
     rows_out: int | None = None,
+    sink_rows: Mapping[str, int] | None = None,
     streaming: bool = False,
 ) -> Any:
-    """The ``OperatorLineage`` of a task that ran (or restored) ``job``'s windows ``first..last``."""
+    """The ``OperatorLineage`` of a task that ran (or restored) ``job``'s windows ``first..last``:
+    ``sink_rows`` (by sink) or, for a pipeline of one sink, ``rows_out`` give the output statistics."""
     from airflow.providers.common.compat.openlineage.facet import (
-        Dataset,
+        InputDataset,
+        OutputDataset,
         OutputStatisticsOutputDatasetFacet,
         SchemaDatasetFacet,
         SchemaDatasetFacetFields,
@@ -195,10 +198,13 @@ def build_lineage(
         if entry["schema"]:
             facets["schema"] = SchemaDatasetFacet(
                 fields=[SchemaDatasetFacetFields(name=n, type=t) for n, t in entry["schema"]])
-        ds = Dataset(namespace=entry["namespace"], name=entry["name"], facets=facets)
-        if output and rows_out is not None and len(outputs) == 1:
-            ds.outputFacets = {"outputStatistics": OutputStatisticsOutputDatasetFacet(rowCount=int(rows_out))}
-        return ds
+        if not output:
+            return InputDataset(namespace=entry["namespace"], name=entry["name"], facets=facets)
+        rows = (sink_rows or {}).get(entry["operator"])
+        if rows is None and rows_out is not None and len(outputs) == 1:
+            rows = rows_out
+        stats = {"outputStatistics": OutputStatisticsOutputDatasetFacet(rowCount=int(rows))} if rows is not None else {}
+        return OutputDataset(namespace=entry["namespace"], name=entry["name"], facets=facets, outputFacets=stats)
 
     job_facets: dict[str, Any] = {
         "jobType": JobTypeJobFacet(processingType="STREAMING" if streaming else "BATCH", integration=INTEGRATION,
@@ -232,6 +238,21 @@ def job_plan(hook: Any, job: str | None, plan_version: str | None = None, connec
         return None
 
 
+def range_sink_rows(hook: Any, job: str | None, first: int | None, last: int | None) -> dict[str, int] | None:
+    """Rows each sink committed over windows ``first..last``, from their checkpoints; None when a
+    window's checkpoint is gone (expired past ``keep_checkpoints``) or says nothing of its sinks."""
+    if not job or first is None or last is None or last < first:
+        return None
+    cps = {c.window: c for c in hook.get_conn().list_checkpoints(job) if first <= c.window <= last}
+    if len(cps) != last - first + 1 or not all(getattr(c, "sink_rows", None) for c in cps.values()):
+        return None
+    totals: dict[str, int] = {}
+    for cp in cps.values():
+        for sink, rows in cp.sink_rows.items():
+            totals[sink] = totals.get(sink, 0) + int(rows)
+    return totals
+
+
 def guarded(what: str, build: Any) -> Any:
     """``build()``, or None (logged) when it fails: lineage never fails a task."""
     try:
@@ -244,4 +265,5 @@ def guarded(what: str, build: Any) -> Any:
         return None
 
 
-__all__ = ["build_lineage", "dataset_name", "guarded", "job_plan", "location_name", "plan_datasets", "plan_queries"]
+__all__ = ["build_lineage", "dataset_name", "guarded", "job_plan", "location_name", "plan_datasets", "plan_queries",
+           "range_sink_rows"]

@@ -105,6 +105,10 @@ def test_a_dag_run_emits_the_pipelines_sources_and_sinks_and_a_failing_transport
     fields = {d["name"]: [f["name"] for f in d["facets"]["schema"]["fields"]] for d in complete["inputs"]}
     assert fields[str(readings)] == ["sensor", "value", "ts"]
     assert {"bidder", "price", "date_time"} <= set(fields["bid"])
+    # the rows each sink committed over the two windows (the three readings all fall in the first)
+    written = {d["name"]: d["outputFacets"]["outputStatistics"]["rowCount"] for d in complete["outputs"]}
+    assert written[f"{pg.path.strip('/')}.public.lineage_readings"] == 3
+    assert written[str(files)] > 0
     sink_fields = {d["name"]: {f["name"] for f in d["facets"]["schema"]["fields"]} for d in complete["outputs"]}
     assert {"bidder", "window_start", "bids"} <= sink_fields[str(files)]
     windows = complete["run"]["facets"]["lockgateWindows"]

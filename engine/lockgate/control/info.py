@@ -64,6 +64,9 @@ class CheckpointInfo:
     snapshot_uri: str | None = None
     #: bytes of the snapshot files a restore from this checkpoint reads (its tables' base and deltas)
     snapshot_bytes: int = 0
+    #: rows each sink committed for the window, by sink (late-record side sinks apart; lineage's
+    #: output statistics)
+    sink_rows: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

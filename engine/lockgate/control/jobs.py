@@ -57,6 +57,17 @@ RESET_KEY = "reset_state_at"
 """The job option naming the window whose checkpoint the next run restores without state."""
 
 
+def sink_rows(commits: Mapping[str, Any] | None) -> dict[str, int]:
+    """Rows each sink committed for a window, from its checkpoint's sink commits (late-record side
+    sinks apart).
+
+    >>> sink_rows({"out": {"target": "file:/o", "rows": 7}, "late.bids": {"rows": 1}, "pg": {"rows": None}})
+    {'out': 7, 'pg': 0}
+    """
+    return {name: int((c or {}).get("rows") or 0) for name, c in (commits or {}).items()
+            if not name.startswith("late.") and isinstance(c, Mapping)}
+
+
 def resume_point(graph: PipelineGraph, job: str, last_window: int | None) -> int:
     """The first window a run of ``job`` runs: after its last complete one, else where its
     sources' data starts (an error when no source can tell)."""
@@ -157,6 +168,7 @@ class JobOperations:
             created=cp.created,
             snapshot_uri=cp.snapshot_uri,
             snapshot_bytes=state_bytes(cp.snapshot_uri, cp.snapshot_manifest),
+            sink_rows=sink_rows(cp.sink_commits),
         )
 
     def list_checkpoints(self, job: str) -> list[CheckpointInfo]:

@@ -58,6 +58,7 @@ def checkpoint_to_pb(c: CheckpointInfo) -> pb.Checkpoint:
         m.plan_version = c.plan_version
     if c.snapshot_uri is not None:
         m.snapshot_uri = c.snapshot_uri
+    m.sink_rows.update(c.sink_rows)
     return m
 
 
@@ -66,6 +67,7 @@ def checkpoint_from_pb(m: pb.Checkpoint) -> CheckpointInfo:
         job=m.job, window=m.window, window_start=from_micros(m.window_start_us), window_end=from_micros(m.window_end_us),
         plan_version=_opt(m, "plan_version"), rows_in=m.rows_in, rows_out=m.rows_out, status=m.status,
         created=from_micros(m.created_us), snapshot_uri=_opt(m, "snapshot_uri"), snapshot_bytes=m.snapshot_bytes,
+        sink_rows=dict(m.sink_rows),
     )
 
 

@@ -496,6 +496,7 @@ class LockgateRunWindowsOperator(_LockgateOperatorMixin, ResumableJobMixin, Base
         return lineage.build_lineage(
             lineage.job_plan(self.hook, job, version, connect=done), job=job, plan_version=version, first=first,
             last=last, start=p.get("start"), end=p.get("end"), rows_out=result.get("rows_out"),
+            sink_rows=lineage.range_sink_rows(self.hook, job, first, last) if done else None,
         )
 
 

@@ -113,6 +113,10 @@ def test_prometheus_scrapes_a_controller_running_a_job(srv: Any, make_controller
         seen = [float(v) for _, v in history]
         assert seen == sorted(seen) and 2.0 in seen and seen[-1] == 5.0, seen
         assert prom.value(f'lockgate_last_window{{job_name="{JOB}"}}') == FIRST + 4
+        # each checkpoint says what each sink committed (through gRPC: lineage's output statistics)
+        last_cp = client.list_checkpoints(JOB)[-1]
+        assert set(last_cp.sink_rows) == {"auctions_out", "auction_files", "bidders_out"}
+        assert sum(last_cp.sink_rows.values()) == last_cp.rows_out > 0
         assert prom.value(f'lockgate_rows_in_total{{job_name="{JOB}"}}') == first.rows_in + second.rows_in
         assert prom.value(f'lockgate_rows_out_total{{job_name="{JOB}"}}') == first.rows_out + second.rows_out
         assert prom.value(f'lockgate_rounds_failed_total{{job_name="{JOB}"}}') in (None, 0.0)

@@ -219,7 +219,14 @@ class ListJobsResponse(_message.Message):
     def __init__(self, jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ...) -> None: ...
 
 class Checkpoint(_message.Message):
-    __slots__ = ("job", "window", "window_start_us", "window_end_us", "plan_version", "rows_in", "rows_out", "status", "created_us", "snapshot_uri", "snapshot_bytes")
+    __slots__ = ("job", "window", "window_start_us", "window_end_us", "plan_version", "rows_in", "rows_out", "status", "created_us", "snapshot_uri", "snapshot_bytes", "sink_rows")
+    class SinkRowsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     JOB_FIELD_NUMBER: _ClassVar[int]
     WINDOW_FIELD_NUMBER: _ClassVar[int]
     WINDOW_START_US_FIELD_NUMBER: _ClassVar[int]
@@ -231,6 +238,7 @@ class Checkpoint(_message.Message):
     CREATED_US_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_URI_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SINK_ROWS_FIELD_NUMBER: _ClassVar[int]
     job: str
     window: int
     window_start_us: int
@@ -242,7 +250,8 @@ class Checkpoint(_message.Message):
     created_us: int
     snapshot_uri: str
     snapshot_bytes: int
-    def __init__(self, job: _Optional[str] = ..., window: _Optional[int] = ..., window_start_us: _Optional[int] = ..., window_end_us: _Optional[int] = ..., plan_version: _Optional[str] = ..., rows_in: _Optional[int] = ..., rows_out: _Optional[int] = ..., status: _Optional[str] = ..., created_us: _Optional[int] = ..., snapshot_uri: _Optional[str] = ..., snapshot_bytes: _Optional[int] = ...) -> None: ...
+    sink_rows: _containers.ScalarMap[str, int]
+    def __init__(self, job: _Optional[str] = ..., window: _Optional[int] = ..., window_start_us: _Optional[int] = ..., window_end_us: _Optional[int] = ..., plan_version: _Optional[str] = ..., rows_in: _Optional[int] = ..., rows_out: _Optional[int] = ..., status: _Optional[str] = ..., created_us: _Optional[int] = ..., snapshot_uri: _Optional[str] = ..., snapshot_bytes: _Optional[int] = ..., sink_rows: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class ListCyclesRequest(_message.Message):
     __slots__ = ("job", "limit", "before")
