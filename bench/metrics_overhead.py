@@ -9,7 +9,7 @@ phase timed, two state tables of a base and 24 deltas each, and the job state), 
 scrape costs (it runs on the endpoint's thread, not the round's).
 
     python -m bench.metrics_overhead                      # prints the figures as JSON
-    python -m bench.metrics_overhead --round-ms 320 --out bench/results/metrics_overhead_1207/recorder.json
+    python -m bench.metrics_overhead --round-ms 320 --out bench/results/metrics_overhead/recorder.json
 """
 
 from __future__ import annotations
