@@ -154,6 +154,10 @@ def test_a_dag_run_emits_the_pipelines_sources_and_sinks_and_a_failing_transport
     assert {(d.namespace, d.name) for d in started_lineage.inputs} == set(inputs)
     assert started_lineage.job_facets["jobType"].processingType == "STREAMING"
     assert started_lineage.run_facets["lockgateWindows"].firstWindow == W0 + 1
+    # its start event: the job's facets, and its datasets once the hook holds a client (not in a fork)
+    assert start_op.get_openlineage_facets_on_start().job_facets["jobType"].processingType == "STREAMING"
+    start_op.hook.get_conn()
+    assert {(d.namespace, d.name) for d in start_op.get_openlineage_facets_on_start().outputs} == set(outputs)
 
 
 def test_output_statistics_and_names_of_the_other_sinks() -> None:

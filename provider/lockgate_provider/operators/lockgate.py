@@ -568,6 +568,12 @@ class LockgateStartPipelineOperator(_LockgateOperatorMixin, BaseOperator):
         self._lineage_run = {"job": job, "first": None if info.last_window is None else info.last_window + 1}
         return info.to_dict()
 
+    def get_openlineage_facets_on_start(self) -> Any:
+        """The job's facets (a streaming run); its datasets when its plan is known here already
+        (the start event is built in a forked process, which looks no connection up)."""
+        return lineage.guarded(f"task {self.task_id}", lambda: lineage.build_lineage(
+            lineage.job_plan(self.hook, self.job, connect=False), job=self.job or "", streaming=True))
+
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """The started job's sources and sinks (a streaming run from its resume window on)."""
         run = getattr(self, "_lineage_run", None) or {"job": self.job}
@@ -698,6 +704,12 @@ class LockgateRestoreOperator(_LockgateOperatorMixin, BaseOperator):
             "reset_state": self.reset_state,
             "state": restored.state,
         }
+
+    def get_openlineage_facets_on_start(self) -> Any:
+        """The job's facets; its datasets when its plan is known here already (the start event
+        is built in a forked process, which looks no connection up)."""
+        return lineage.guarded(f"task {self.task_id}", lambda: lineage.build_lineage(
+            lineage.job_plan(self.hook, self.job, connect=False), job=self.job))
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """The job's sources and sinks (the sinks' output after the window retracted), and the window."""
