@@ -489,6 +489,32 @@ def ui_section() -> list[str]:
     return lines
 
 
+def metrics_overhead_section() -> list[str]:
+    d = _load("metrics_overhead/results.json")
+    rec = _load("metrics_overhead/recorder.json")
+    med = d["median_process_s"]
+    pct = d["overhead_pct"]
+    lines = [
+        "## Metrics overhead",
+        "",
+        f"`{d['command']}`. {d['date']}, {d['machine']}, `{d['commit']}`, `bench/results/metrics_overhead/`.",
+        "",
+        "| run | metrics | run time, s | driver CPU, s | median round, ms |",
+        "|---|---|---:|---:|---:|",
+    ]
+    lines += [f"| {r['pair']} | {r['metrics']} | {r['process_s']:.2f} | {r['cpu_s']:.2f} | {r['median_round_ms']:.1f} |"
+              for r in d["runs"]]
+    lines += [
+        "",
+        f"Median run time {med['off']:.2f} s off, {med['on']:.2f} s on: metrics cost {pct:+.1f} % "
+        f"(target: under 2 %, {_met(pct < 2.0)}). `python -m bench.metrics_overhead` times the recorder "
+        f"itself at {rec['round_committed_us_median']:.0f} µs a round ({rec['share_of_round_pct']:.2f} % of a "
+        f"{rec['round_ms']:.1f} ms round) and a scrape of {rec['jobs']} jobs at {rec['scrape_ms_median']:.0f} ms, "
+        "on the endpoint's own thread. The metrics are on [Monitoring](operations/monitoring.md).",
+    ]
+    return lines
+
+
 def faults_section() -> list[str]:
     d = _load("faults.json")
     k, o, rec = d["kills"], d["other_faults"], d["recovery"]
@@ -565,7 +591,7 @@ def page() -> str:
     sections = [main_section(doc, rerun), full_section(), backfill_section(), catchup_rounds_section(),
                 queued_runs_section(), state_growth_section(), restore_section(), state_scan_section(),
                 plan_template_section(), lakehouse_section(), message_log_section(), graph_section(),
-                ui_section(), faults_section()]
+                ui_section(), metrics_overhead_section(), faults_section()]
     body = "\n\n".join("\n".join(s) for s in sections if s)
     return HEADER + "\n" + body + "\n\n" + METHOD
 
