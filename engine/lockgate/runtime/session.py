@@ -93,6 +93,11 @@ def _log4j2_file() -> str:
     return str(path)
 
 
+def _java_opt(opt: str) -> str:
+    """``opt`` quoted when it holds a space (Spark splits extraJavaOptions on spaces)."""
+    return f'"{opt}"' if " " in opt else opt
+
+
 def _spark_log_level() -> str | None:
     level = os.environ.get("LOCKGATE_SPARK_LOG_LEVEL", "").strip().upper()
     if not level:
@@ -209,15 +214,13 @@ def get_spark(
 
     check_java()
     level = _spark_log_level()
-    java_opts = f"-Dlog4j2.configurationFile={_log4j2_file()}"
-    java_opts = f'"{java_opts}"' if " " in java_opts else java_opts  # Spark splits these on spaces
+    java_opts = _java_opt(f"-Dlog4j2.configurationFile={_log4j2_file()}")
     if level:
         java_opts += f" -Dlockgate.spark.log.level={level}"
     elif log_file:  # LOCKGATE_SPARK_LOG_LEVEL shows everything on the terminal
         os.makedirs(os.path.dirname(os.path.abspath(log_file)), exist_ok=True)
-        file_opt = f"-Dlockgate.spark.log.file={os.path.abspath(log_file)}"
-        file_opt = f'"{file_opt}"' if " " in file_opt else file_opt  # Spark splits these on spaces
-        java_opts += f" -Dlockgate.spark.rpc.appender=rpcfile {file_opt}"
+        java_opts += " -Dlockgate.spark.rpc.appender=rpcfile " + _java_opt(
+            f"-Dlockgate.spark.log.file={os.path.abspath(log_file)}")
     full = {
         "spark.master": master,
         "spark.app.name": app_name,

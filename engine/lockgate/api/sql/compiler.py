@@ -72,10 +72,14 @@ class Compiler(JoinMixin, TopNMixin):
                 raise self.refuse("HAVING", "HAVING needs GROUP BY")
             items = tree.expressions
             if joins:
-                items = self.named_apart(items, {lalias.lower(): _table_name(source.this, lalias),
-                                                 ralias.lower(): _table_name(joins[0].this, ralias)})
+                items = self.named_apart(items, {lalias.lower(): self.stream_name(source.this, lalias),
+                                                 ralias.lower(): self.stream_name(joins[0].this, ralias)})
             return self.project(rel, scope, items, name)
         return self.aggregate(tree, rel, scope, group, name)
+
+    def stream_name(self, node: Any, alias: str) -> str:
+        """The stream a FROM item names (its alias for a subquery)."""
+        return str(node.name or alias) if isinstance(node, self.exp.Table) else alias
 
     def named_apart(self, items: list[Any], tables: dict[str, str]) -> list[Any]:
         """The SELECT list of a join with the columns both sides have named apart: when
@@ -350,8 +354,3 @@ def sql_aggregate(body, exp, prepared: dict[str, str], arg_name: str, name: str)
             return make(column(arg))
     raise CompileError(f"aggregate {body.sql(dialect=DIALECT)} is not supported: use count, count(DISTINCT c), "
                        "approx_count_distinct, sum, min, max or avg", name)
-
-
-def _table_name(node: Any, alias: str) -> str:
-    """The stream a FROM item names (its alias for a subquery)."""
-    return str(getattr(node, "name", "") or alias) if type(node).__name__ == "Table" else alias
