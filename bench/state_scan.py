@@ -38,7 +38,7 @@ SCHEMA_DDL = "key long, __n long, __total long"
 
 def _layers(spark: Any, root: Path, base_rows: int, deltas: int, delta_rows: int, seed: int) -> list[tuple[str, bool]]:
     """Write the chain (``w=<n>-a1/state.main`` per layer, as a job's snapshots are laid out)."""
-    from lockgate.runtime.layered_state import DELETED
+    from lockgate.runtime.state.layers import DELETED
 
     rng = np.random.default_rng(seed)
     base = pd.DataFrame({"key": np.arange(base_rows, dtype=np.int64), "__n": np.ones(base_rows, dtype=np.int64),
@@ -86,8 +86,8 @@ def measure(work: Path, base_rows: int, deltas: int, delta_rows: int, keys: int,
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
-    from lockgate.runtime.layered_state import LayeredState
     from lockgate.runtime.session import get_spark
+    from lockgate.runtime.state.layers import LayeredState
 
     spark = get_spark("local[2]")
     layers = _layers(spark, work / "snapshots", base_rows, deltas, delta_rows, seed=7)

@@ -47,8 +47,8 @@ from . import aggregates as agg
 from . import panes
 from .availability import slice_column, slices_by_arrival
 from .invalid import clean
-from .layered_state import LayeredState, StateDelta
 from .sources import SourceSpan
+from .state.layers import LayeredState, StateDelta
 from .stateful import join_closed
 from .windowing import WE, WS, assign, to_timestamp, window_time
 

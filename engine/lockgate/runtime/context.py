@@ -10,9 +10,9 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
 from .empty import known_empty
-from .key_bounds import KeyBound
-from .layered_state import LayeredState, StateDelta
 from .plan_template import TemplateError
+from .state.key_bounds import KeyBound
+from .state.layers import LayeredState, StateDelta
 
 
 @dataclass

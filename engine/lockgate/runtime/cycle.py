@@ -9,7 +9,7 @@ Outputs a group materialises (read by several consumers) are persisted for the r
 
 State is written incrementally: a round reads from the last checkpoint only what its window
 needs and writes only what it changed, as a delta layer on that checkpoint's chain (see
-:mod:`lockgate.runtime.layered_state` and :mod:`lockgate.runtime.compaction`).
+:mod:`lockgate.runtime.state.layers` and :mod:`lockgate.runtime.state.compaction`).
 
 Small layers are collected to the driver and written as one Parquet file, which saves a
 distributed write and its commit protocol; an empty layer writes nothing. A Parquet
@@ -51,21 +51,22 @@ from ..checkpoint.snapshots import SnapshotStore
 from ..errors import CompileError, InvalidArgumentError, InvalidRecordsError
 from ..logs import get_logger, log_event
 from ..plan.compile import CompiledPlan
-from . import driver_fold, key_ranges, round_template
+from . import round_template
 from .analysis import struct_of
 from .availability import slice_column
 from .catchup import TAG, Span, one_pass, slices_by_arrival, tagged_head, translate_span
 from .codegen import codegen_rows, round_codegen
-from .compaction import TableWrite, max_deltas, plan_write
 from .context import CycleContext
 from .invalid import CORRUPT, FLAG, clean, describe, every_column, header_mismatch, rule_of, timeless
-from .layered_state import LayeredState, StateDelta, delta_rows
 from .one_job import collect_together, pack, packable, unpack
 from .plan_template import TemplateError, supported
 from .results import CycleResult, RestorePoint, late_sink_config
 from .settings import count_setting, within
 from .sinks import PARQUET_OPTIONS, driver_stageable, driver_writable, stage_sink, stage_table
 from .sources import SourceSlice, SourceSpan, read_slice, read_span
+from .state import driver_fold, key_ranges
+from .state.compaction import TableWrite, max_deltas, plan_write
+from .state.layers import LayeredState, StateDelta, delta_rows
 from .translate import translate
 from .walk import OperatorStep, walk_cycles
 
@@ -267,7 +268,7 @@ class CycleRunner:
 
     def _plan_layer(self, table: str, delta: StateDelta, restore: RestorePoint | None) -> _LayerWrite:
         """What the round writes of one state table (a delta layer, or a fold of its chain:
-        :func:`~lockgate.runtime.compaction.plan_write`), and whether the driver writes it."""
+        :func:`~lockgate.runtime.state.compaction.plan_write`), and whether the driver writes it."""
         entry_in = (restore.snapshot_manifest.get(table) or {}) if restore is not None else {}
         previous = table_layers(restore.snapshot_uri if restore else None, entry_in)
         state = self._state_in.get(table) or LayeredState(self.spark, self._state_schemas[table], [], None)

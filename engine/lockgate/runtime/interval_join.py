@@ -26,10 +26,10 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from . import key_ranges
 from .context import CycleContext
-from .key_bounds import inner_join_bounds
-from .layered_state import StateDelta
+from .state import key_ranges
+from .state.key_bounds import inner_join_bounds
+from .state.layers import StateDelta
 from .windowing import event_micros
 
 #: a record's event time in microseconds, kept beside its columns in the state

@@ -1,7 +1,7 @@
 """ITERATOR operators in a cycle round: a graph computation's or traversal's iteration cycle.
 
 A graph operator keeps the graph as operator state, in the snapshot store like any other state
-(incremental layers, :mod:`lockgate.runtime.layered_state`):
+(incremental layers, :mod:`lockgate.runtime.state.layers`):
 
 - ``edges``: every edge so far (``src``, ``dst``, attributes), append-only; an edge seen again is
   ignored (the first one's attributes are kept);
@@ -42,7 +42,7 @@ from ..plan.logical import PipelineVertex
 from ..plan.physical import Cycle
 from .context import CycleContext
 from .invalid import null_ids, rule_of
-from .layered_state import StateDelta, anti_join
+from .state.layers import StateDelta, anti_join
 
 _log = get_logger(__name__)
 

@@ -24,7 +24,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from .context import CycleContext
-from .layered_state import StateDelta
+from .state.layers import StateDelta
 from .windowing import event_micros
 
 #: a record's event time (µs) and, in ROWS history, its position (1 = the key's latest)

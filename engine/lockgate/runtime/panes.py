@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from . import aggregates as agg
-from .layered_state import LayeredState, StateDelta
+from .state.layers import LayeredState, StateDelta
 from .windowing import WE, WS, assign
 
 #: a pane's start (µs), part of a sliding aggregate's state identity

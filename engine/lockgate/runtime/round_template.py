@@ -25,9 +25,9 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from .layered_state import StateDelta
 from .plan_template import PlanTemplate, offset_of, sentinel
 from .settings import switch
+from .state.layers import StateDelta
 
 #: the round's bounds every template takes as parameters (CycleContext's fields)
 BOUNDS = ("start_us", "end_us", "prev_watermark_us", "watermark_us")
@@ -57,7 +57,7 @@ def build_after() -> int:
 
 def parameters(horizons: list[str], ranges: list[str] | None = None) -> dict[str, int]:
     """Every parameter of a round with state tables ``horizons`` holding a horizon and the key-range
-    parameters ``ranges`` (:func:`lockgate.runtime.key_ranges.parameter`), and its sentinel."""
+    parameters ``ranges`` (:func:`lockgate.runtime.state.key_ranges.parameter`), and its sentinel."""
     names = [*BOUNDS, *[f"horizon:{t}" for t in horizons], *(ranges or [])]
     return {name: sentinel(i) for i, name in enumerate(names)}
 

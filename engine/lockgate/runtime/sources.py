@@ -24,7 +24,6 @@ from ..clock import from_micros
 from ..errors import CompileError
 from ..filesystems import resolve
 from ..nexmark import SCHEMAS, generate, stream_event_numbers
-from . import key_ranges
 from .availability import (
     file_ranges,
     list_files,
@@ -37,6 +36,7 @@ from .availability import (
 from .empty import empty_frame
 from .file_reads import FileReads
 from .invalid import flagged, reader_options, reader_schema
+from .state import key_ranges
 
 __all__ = ["SourceSlice", "SourceSpan", "read_slice", "read_span", "source_schema"]
 
@@ -123,7 +123,7 @@ class SourceSlice:
     invalid: int = 0
     #: the slice's rows as the files' footers count them (None: unknown, count them in Spark)
     rows: int | None = None
-    #: the (min, max) of its integer columns, known on the driver (:mod:`lockgate.runtime.key_ranges`)
+    #: the (min, max) of its integer columns, known on the driver (:mod:`lockgate.runtime.state.key_ranges`)
     key_ranges: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property

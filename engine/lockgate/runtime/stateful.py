@@ -3,9 +3,9 @@ deduplicate and windowed join.
 
 Each operator reads only the state its window needs from the last checkpoint (the rows of
 the keys the window touched, and the windows the watermark closes now: see
-:class:`~lockgate.runtime.layered_state.LayeredState`), merges it with the window's records,
+:class:`~lockgate.runtime.state.layers.LayeredState`), merges it with the window's records,
 emits what the watermark has closed, and hands the context what it changed (a
-:class:`~lockgate.runtime.layered_state.StateDelta`): the round writes only that. All of it is
+:class:`~lockgate.runtime.state.layers.StateDelta`): the round writes only that. All of it is
 plain Spark DataFrame work (shuffles, window functions), so Spark does the distribution.
 """
 
@@ -18,10 +18,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, MapType, StructType
 
 from . import aggregates as agg
-from . import key_ranges, panes
+from . import panes
 from .context import CycleContext
-from .key_bounds import KeyBound, bound_for
-from .layered_state import StateDelta, anti_join
+from .state import key_ranges
+from .state.key_bounds import KeyBound, bound_for
+from .state.layers import StateDelta, anti_join
 from .windowing import WE, WS, assign, to_timestamp, window_time
 
 

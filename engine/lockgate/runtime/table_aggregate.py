@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 from . import aggregates as agg
 from .changelog import DELETE, OP, UPSERT
 from .context import CycleContext
-from .layered_state import StateDelta, anti_join
+from .state.layers import StateDelta, anti_join
 
 
 def input_columns(cfg: dict[str, Any], upstream_key: list[str], columns: list[str]) -> list[str]:

@@ -15,7 +15,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from .context import CycleContext
-from .layered_state import StateDelta, anti_join
+from .state.layers import StateDelta, anti_join
 from .stateful import _closed_gone, _closing
 from .windowing import WE, WS, assign, to_timestamp, window_time
 

@@ -20,13 +20,14 @@ from pyspark.sql.types import StructType
 
 from ..plan.logical import Partitioning, PipelineGraph, PipelineVertex
 from ..plan.physical import Cycle
-from . import key_ranges, stateful
+from . import stateful
 from .context import CycleContext
 from .interval_join import interval_join
 from .iteration import graph_compute, graph_traverse
-from .key_bounds import passed
 from .lookup import lookup_join
 from .over import over_aggregate
+from .state import key_ranges
+from .state.key_bounds import passed
 from .table_aggregate import table_aggregate
 from .top_n import window_top_n
 

@@ -164,7 +164,7 @@ def test_layers_not_named_by_rising_windows_are_never_kept(spark):
     windows) cannot be read again with other files, so its rounds are built step by step."""
     from pyspark.sql.types import LongType, StructField, StructType
 
-    from lockgate.runtime.layered_state import LayeredState
+    from lockgate.runtime.state.layers import LayeredState
 
     schema = StructType([StructField("k", LongType())])
 

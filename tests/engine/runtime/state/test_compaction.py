@@ -23,8 +23,8 @@ from lockgate.checkpoint.catalog.schema import checkpoints_table
 from lockgate.checkpoint.layers import needed_by_all, table_layers
 from lockgate.errors import SnapshotError
 
-if str(Path(__file__).resolve().parent) not in sys.path:  # reference.py, beside this file
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
+if str(Path(__file__).resolve().parent.parent) not in sys.path:  # reference.py, in the runtime tests
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from reference import (
     CYCLE_US,
     T0_ISO,
@@ -194,8 +194,8 @@ def test_a_damaged_delta_is_a_clear_error(client, bids):
 def test_the_fold_policy(spark, tmp_path):
     """A chain at its limit folds into one delta while the deltas are small next to the base,
     into a new base once they are not; both hold the live rows, tombstones resolved."""
-    from lockgate.runtime.compaction import plan_write
-    from lockgate.runtime.layered_state import DELETED, LayeredState, StateDelta
+    from lockgate.runtime.state.compaction import plan_write
+    from lockgate.runtime.state.layers import DELETED, LayeredState, StateDelta
 
     schema = "k BIGINT, v BIGINT"
     base = tmp_path / "base"

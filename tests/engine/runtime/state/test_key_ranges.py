@@ -1,4 +1,4 @@
-"""Key ranges (:mod:`lockgate.runtime.key_ranges`): the driver's (min, max) of a round's integer
+"""Key ranges (:mod:`lockgate.runtime.state.key_ranges`): the driver's (min, max) of a round's integer
 keys, from Parquet footers or driver-made rows, filter every state layer before the lookup.
 
 Checked against independent references: the footer ranges against numpy over the same values; a
@@ -24,12 +24,12 @@ from pyspark.sql.types import BooleanType, LongType, StringType, StructField, St
 
 import lockgate as lg
 from lockgate.checkpoint.snapshots import SnapshotStore
-from lockgate.runtime import key_ranges
 from lockgate.runtime.availability import _integer_ranges
-from lockgate.runtime.layered_state import DELETED, LayeredState
+from lockgate.runtime.state import key_ranges
+from lockgate.runtime.state.layers import DELETED, LayeredState
 
-if str(Path(__file__).resolve().parent) not in sys.path:  # reference.py, beside this file
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
+if str(Path(__file__).resolve().parent.parent) not in sys.path:  # reference.py, in the runtime tests
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from reference import CYCLE_US, W0, aggregate, assert_same_rows, read_sink
 
 SCHEMA = StructType([StructField("k", LongType()), StructField("v", StringType())])

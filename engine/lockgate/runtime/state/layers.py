@@ -7,7 +7,7 @@ semi-joined with the window's keys, broadcast, before the layers are merged) or 
 a predicate selects (:meth:`LayeredState.select`: the windows the watermark closes now), and
 hands back a :class:`StateDelta`: the rows it changed, tombstones for the rows it removed,
 and the new expiry horizon. The round writes only that delta; compaction
-(:mod:`lockgate.runtime.compaction`) folds deltas into a new base now and then.
+(:mod:`lockgate.runtime.state.compaction`) folds deltas into a new base now and then.
 
 Merging layers: for a table with an identity (the columns that name one row: the key, plus
 the window for windowed state), the newest layer holding an identity wins, and a tombstone
@@ -25,9 +25,9 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, StructField, StructType
 
+from ..empty import empty_frame
+from ..file_reads import FileReads
 from . import key_ranges
-from .empty import empty_frame
-from .file_reads import FileReads
 
 #: the tombstone flag of a delta's rows (true: the identity was removed)
 DELETED = "__lg_del"
@@ -51,7 +51,7 @@ class StateDelta:
     before anything is written, and nothing is written when there are none; ``empty``: the plan
     proves the upserts hold no rows, so they are neither counted nor written; ``sort_by``: the
     columns the table's layers are sorted by, the ones it is looked up by (None: the identity),
-    so that a lookup within key ranges skips row groups (:mod:`lockgate.runtime.key_ranges`).
+    so that a lookup within key ranges skips row groups (:mod:`lockgate.runtime.state.key_ranges`).
     """
 
     upserts: DataFrame

@@ -6,7 +6,7 @@ bound does to a running aggregate's rounds is checked against pandas in
 
 from __future__ import annotations
 
-from lockgate.runtime.key_bounds import KeyBound, bound_for, passed
+from lockgate.runtime.state.key_bounds import KeyBound, bound_for, passed
 
 
 def _bound(*columns: str) -> KeyBound:

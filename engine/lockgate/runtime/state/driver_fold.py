@@ -1,11 +1,11 @@
 """Driver folds: a small state table's chain folded on the driver with pyarrow.
 
-A round that folds a chain (:mod:`lockgate.runtime.compaction`) and whose fold is small enough
+A round that folds a chain (:mod:`lockgate.runtime.state.compaction`) and whose fold is small enough
 for the driver (``LOCKGATE_DRIVER_SNAPSHOT_ROWS``) collects only its own delta, the rows it
 collects anyway when it writes a delta, in the round's one Spark job. The fold is then made
 here: the chain's layer files read with pyarrow, the round's delta on top, each identity's
 newest row kept (a tombstone hides it), the rows below the horizon dropped, as
-:meth:`LayeredState.folded <lockgate.runtime.layered_state.LayeredState.folded>` merges them on
+:meth:`LayeredState.folded <lockgate.runtime.state.layers.LayeredState.folded>` merges them on
 Spark. That fold re-read and re-ranked every layer through a Spark job of its own and an
 analysed plan that no round template keeps.
 
@@ -28,10 +28,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..checkpoint.state_reader import read_layer
+from ...checkpoint.state_reader import read_layer
+from ..settings import switch
 from .key_ranges import sort_columns
-from .layered_state import DELETED
-from .settings import switch
+from .layers import DELETED
 
 _ORDER = "__lg_order"
 

@@ -12,8 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lockgate.runtime.driver_fold import fold, foldable, merge_latest
-from lockgate.runtime.layered_state import DELETED
+from lockgate.runtime.state.driver_fold import fold, foldable, merge_latest
+from lockgate.runtime.state.layers import DELETED
 
 SCHEMA = pa.schema([("k", pa.int64()), ("s", pa.string()), ("v", pa.int64()),
                     ("t", pa.timestamp("us", tz="UTC")), (DELETED, pa.bool_())])

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType
 
-from lockgate.runtime.layered_state import DELETED, LayeredState
+from lockgate.runtime.state.layers import DELETED, LayeredState
 
 SCHEMA = StructType([StructField("k", LongType()), StructField("v", StringType()), StructField("t", LongType())])
 WITH_FLAG = StructType([*SCHEMA.fields, StructField(DELETED, BooleanType())])

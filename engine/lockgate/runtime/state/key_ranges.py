@@ -32,7 +32,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import ByteType, IntegerType, LongType, ShortType, StructType
 
-from .settings import switch
+from ..settings import switch
 
 #: (lowest, highest) value of one integer column (nulls aside); an end may be several values
 #: whose least (lowest) or greatest (highest) it is: a join's key ranges over both of its sides,

@@ -1,6 +1,6 @@
 """Compaction: what a round writes for one state table, a delta or a fold of its chain.
 
-A round normally writes only its :class:`~lockgate.runtime.layered_state.StateDelta` as a new
+A round normally writes only its :class:`~lockgate.runtime.state.layers.StateDelta` as a new
 delta layer on the last checkpoint's chain. A chain holds at most ``max_deltas`` deltas
 (``LOCKGATE_STATE_MAX_DELTAS``, 8 by default); the round that would add one more folds
 instead, in the manner of a log-structured merge tree:
@@ -23,9 +23,9 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-from ..checkpoint.layers import BASE, DELTA, chain_summary
-from .layered_state import LayeredState, StateDelta, delta_rows
-from .settings import count_setting
+from ...checkpoint.layers import BASE, DELTA, chain_summary
+from ..settings import count_setting
+from .layers import LayeredState, StateDelta, delta_rows
 
 #: default longest chain of deltas on a base
 DEFAULT_MAX_DELTAS = 8
