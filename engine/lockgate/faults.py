@@ -11,6 +11,9 @@ Inside a round, ``mid_iteration`` fires in a graph computation's iteration cycle
 superstep ``LOCKGATE_FAULT_SUPERSTEP`` (default 2) of that window is complete.
 Inside a Delta or Iceberg sink's commit, ``in_sink_commit`` fires once the table commit is
 applied and before the committer deletes the staged output and reports the commit.
+``warm_swapped`` fires when a round has put a new base of a state table in Spark's cache in place
+of the one the run held (the round after a fold into a new base: :mod:`lockgate.runtime.state.warm`),
+before anything reads it.
 
 The process group is killed only when this process leads it (``start_new_session``,
 as a test or a supervisor starts a run); otherwise only this process is killed, and the
@@ -36,6 +39,8 @@ POINTS = ("before_run", "before_stage", "after_stage", "mid_commit", "after_comm
 ITERATION_POINTS = ("mid_iteration",)
 #: crash points inside one sink's commit (the lakehouse sinks: Delta, Iceberg)
 SINK_POINTS = ("in_sink_commit",)
+#: crash points inside a round's state handling
+STATE_POINTS = ("warm_swapped",)
 
 ENV = "LOCKGATE_FAULT"
 PAUSE_ENV = "LOCKGATE_FAULT_PAUSE"
@@ -45,10 +50,10 @@ SUPERSTEP_ENV = "LOCKGATE_FAULT_SUPERSTEP"
 def parse(spec: str) -> tuple[str, int | None]:
     """``(point, window)`` of a ``LOCKGATE_FAULT`` value (window None: any window)."""
     point, sep, window = spec.strip().partition(":")
-    if point not in POINTS + ITERATION_POINTS + SINK_POINTS or (sep and not window.strip().lstrip("-").isdigit()):
+    if point not in POINTS + ITERATION_POINTS + SINK_POINTS + STATE_POINTS or (sep and not window.strip().lstrip("-").isdigit()):
         raise InvalidArgumentError(
             f"{ENV}={spec!r}: expected <point>[:<window>], the point one of {', '.join(POINTS)} "
-            f"(or {', '.join(ITERATION_POINTS + SINK_POINTS)}) and the window an integer, e.g. after_stage:3"
+            f"(or {', '.join(ITERATION_POINTS + SINK_POINTS + STATE_POINTS)}) and the window an integer, e.g. after_stage:3"
         )
     return point, (int(window) if sep else None)
 

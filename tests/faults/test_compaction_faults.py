@@ -7,7 +7,9 @@ round at one point of it: before the fold is written (``before_stage``), with th
 written and nothing committed (``after_stage``), with one sink committed (``mid_commit``),
 with every sink committed and no checkpoint row (``after_commit``), and right after the
 checkpoint row, before retention deletes what no checkpoint needs any more
-(``after_checkpoint``, once retention has started to expire checkpoints). After each kill the
+(``after_checkpoint``, once retention has started to expire checkpoints). One more kill lands in
+the round after a fold, as it puts the new base in Spark's cache in place of the one it held
+(``warm_swapped``: :mod:`lockgate.runtime.state.warm`). After each kill the
 catalog and every sink (files and PostgreSQL) are checked against the pandas reference; the
 finished job is checked row for row, and the job is then restored on purpose to a window
 before a fold and run on: the same output again.
@@ -29,7 +31,8 @@ pytestmark = [pytest.mark.faults, pytest.mark.slow]
 ALL_POINTS = ("before_stage", "after_stage", "mid_commit", "after_commit", "after_checkpoint")
 #: the test command's short form: the kill before an expiry's deletes; ``make faults``
 #: (``LOCKGATE_FAULTS_FULL=1``) kills at every step
-POINTS = ALL_POINTS if os.environ.get("LOCKGATE_FAULTS_FULL") else ("after_checkpoint",)
+POINTS = (*ALL_POINTS, "warm_swapped") if os.environ.get("LOCKGATE_FAULTS_FULL") else ("after_checkpoint",
+                                                                                       "warm_swapped")
 ENV = {"LOCKGATE_STATE_MAX_DELTAS": "1", "LOCKGATE_CATCHUP": "off"}
 RETAINED = 10  # the CLI's retention: after this many checkpoints the oldest expire
 
@@ -61,13 +64,16 @@ def test_kills_at_every_step_of_a_compaction_lose_and_duplicate_nothing(tmp_path
     for point in POINTS:
         # after_checkpoint is aimed past the retention, so the kill lands before an expiry's deletes
         window = _next_fold(wl, wl.first + RETAINED + 1 if point == "after_checkpoint" else wl.first)
+        if point == "warm_swapped":  # the round after the fold, in the run that folded
+            window += 1
         run = Run(wl, {**ENV, "LOCKGATE_FAULT": f"{point}:{window}"})
         rc = run.wait()
         if rc != -signal.SIGKILL:
             raise FaultCheckError(f"{point}:{window} did not kill the run (exit {rc}): {run.error_text()[-2000:]}")
         tally.fault("aimed", f"compaction: {point} at window {window - wl.first}")
         wl.check_partial(f"after {point}:{window}")
-        folded.append(window)
+        if point != "warm_swapped":
+            folded.append(window)
     finish = Run(wl, ENV)
     assert finish.wait() == 0, finish.error_text()[-2000:]
     assert wl.last_complete() == wl.last

@@ -36,6 +36,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
+from .. import faults
 from ..checkpoint.layers import (
     BASE,
     DELTA,
@@ -64,9 +65,10 @@ from .results import CycleResult, RestorePoint, late_sink_config
 from .settings import count_setting, within
 from .sinks import PARQUET_OPTIONS, driver_stageable, driver_writable, stage_sink, stage_table
 from .sources import SourceSlice, SourceSpan, read_slice, read_span
-from .state import driver_fold, key_ranges
+from .state import driver_fold, key_ranges, warm
 from .state.compaction import TableWrite, max_deltas, plan_write
 from .state.layers import LayeredState, StateDelta, delta_rows
+from .state.warm import WarmBases
 from .translate import translate
 from .walk import OperatorStep, walk_cycles
 
@@ -225,6 +227,8 @@ class CycleRunner:
         self._last_delta_rows: dict[str, int] = {}
         #: the state the current round started from (its layers), per table
         self._state_in: dict[str, LayeredState] = {}
+        #: the tables' bases kept in Spark's cache between rounds (None: LOCKGATE_WARM_STATE=0)
+        self._warm = WarmBases.of(spark) if warm.enabled() else None
         #: the largest round run without code generation (LOCKGATE_CODEGEN_ROWS)
         self.codegen_rows = codegen_rows()
         #: records with no event time a catch-up group's sources hold (see _span_counts)
@@ -472,10 +476,13 @@ class CycleRunner:
         """``(start, end)`` of cycle window ``window`` in microseconds, end exclusive."""
         return self.plan.graph.clock.bounds_us(window)
 
-    def _load_state(self, restore: RestorePoint | None) -> dict[str, LayeredState]:
-        """The state at ``restore``: each table's layers, verified against the manifest (the
-        files are read only where an operator asks)."""
+    def _load_state(self, restore: RestorePoint | None, window: int) -> dict[str, LayeredState]:
+        """The state at ``restore`` for the round of ``window``: each table's layers, verified
+        against the manifest (the files are read only where an operator asks), each base held
+        warm (:mod:`.state.warm`)."""
         if restore is None or not has_state(restore.snapshot_uri, restore.snapshot_manifest):
+            if self._warm is not None:
+                self._warm.release(self.job)
             return {}
         self.snapshots.verify(restore.snapshot_uri, restore.snapshot_manifest)
         state = {}
@@ -488,6 +495,13 @@ class CycleRunner:
                        for layer in layers]
             state[table] = LayeredState(self.spark, schema, folders, horizon(entry),
                                         rows=sum(int(layer["rows"]) for layer in layers))
+            swapped = self._warm is not None and bool(folders) and not folders[0][1] \
+                and self._warm.hold(self.job, table, folders[0][0], layers[0], schema) == "swapped"
+            if swapped:
+                faults.maybe_crash("warm_swapped", window)
+        if self._warm is not None:  # a table whose chain lost its base (or its state) holds none
+            self._warm.release(self.job, {t for t in self._state_schemas
+                                          if t not in state or not state[t].layers or state[t].layers[0][1]})
         return state
 
     @staticmethod
@@ -771,7 +785,7 @@ class CycleRunner:
     def _run_window(self, window: int, attempt: int, restore: RestorePoint | None) -> CycleResult:
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
-        state_in = self._state_in = self._load_state(restore)
+        state_in = self._state_in = self._load_state(restore, window)
         timings["state_load"] = time.perf_counter() - t0
         ctx = self._context(window, state_in)
         round_ = _Round()
@@ -1171,7 +1185,7 @@ class CycleRunner:
         self._restore = restore
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
-        base = self._state_in = self._load_state(restore)
+        base = self._state_in = self._load_state(restore, windows[0])
         timings["state_load"] = time.perf_counter() - t0
         held: list[DataFrame] = []
         ctxs: list[CycleContext] = []
