@@ -17,7 +17,8 @@ file) per round or micro-batch:
   checkpointing (``groupBy().agg()`` in update mode, ``dropDuplicates()`` in append mode),
   ``maxFilesPerTrigger=1``, each micro-batch written to Parquet by ``foreachBatch``.
 
-It prints and writes (``--out``, JSON) each contender's median round (Lockgate: from the
+It prints and writes (``--out``, JSON) each contender's peak memory (the driver JVM's used heap
+against its maximum, the default; the process tree's resident memory), its median round (Lockgate: from the
 cycle's start to its checkpoint; Structured Streaming: a micro-batch's ``triggerExecution``)
 and the bytes its checkpoint gained per round, after the first window; and checks every
 contender's result against pandas over the same data (the aggregate's totals per key, the
@@ -33,6 +34,7 @@ import json
 import os
 import statistics
 import tempfile
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -44,6 +46,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.config import ROCKSDB_CONF
+from bench.procmon import tree_rss
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 CYCLE = timedelta(seconds=10)
@@ -173,6 +176,46 @@ def run_sss(work: Path, data_dir: Path, workload: str, data: pd.DataFrame) -> di
     return {"round_s": rounds, "bytes": gained}
 
 
+class PeakMemory:
+    """The peak of the driver JVM's used heap and of this process tree's resident memory (the
+    JVM's off-heap and RocksDB's native memory included) while a contender runs, sampled."""
+
+    def __init__(self, every_s: float = 0.25):
+        self.every_s = every_s
+        self.heap = self.rss = 0
+        self.heap_max = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        import psutil
+
+        from lockgate.runtime import session
+
+        me = psutil.Process()
+        runtime = None
+        while not self._stop.is_set():
+            if runtime is None and session._session is not None:  # the contender's session, once it started
+                runtime = session._session._jvm.java.lang.Runtime.getRuntime()
+                self.heap_max = int(runtime.maxMemory())
+            if runtime is not None:
+                self.heap = max(self.heap, int(runtime.totalMemory()) - int(runtime.freeMemory()))
+            self.rss = max(self.rss, tree_rss(me))
+            self._stop.wait(self.every_s)
+
+    def __enter__(self) -> PeakMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def summary(self) -> dict[str, int]:
+        mb = 1024 * 1024
+        return {"peak_heap_mb": self.heap // mb, "heap_max_mb": self.heap_max // mb, "peak_rss_mb": self.rss // mb}
+
+
 def _median_after_first(values: list[float]) -> float:
     return statistics.median(values[1:]) if len(values) > 1 else float("nan")
 
@@ -196,14 +239,16 @@ def measure(work: Path, workload: str, keys: int, rows: int, windows: int, conte
         "checked": "every contender's result equals pandas over the same records",
     }
     for name in contenders:  # Lockgate's full snapshots first: the JVM is then warm for the others
-        if name == "sss_rocksdb":
-            res = run_sss(work, data_dir, workload, data)
-        else:
-            res = run_lockgate(work, ref, workload, 0 if name == "full" else 8, first, first + windows, data)
+        with PeakMemory() as memory:
+            if name == "sss_rocksdb":
+                res = run_sss(work, data_dir, workload, data)
+            else:
+                res = run_lockgate(work, ref, workload, 0 if name == "full" else 8, first, first + windows, data)
         summary[name] = {
             "median_round_s": round(_median_after_first(res["round_s"]), 3),
             "median_bytes_per_round": int(_median_after_first(res["bytes"])),
             "rounds_s": [round(x, 3) for x in res["round_s"]],
+            **memory.summary(),
         }
         if "phases" in res:
             summary[name]["median_phase_ms"] = {
