@@ -27,7 +27,8 @@ CHART = REPO / "docs" / "images" / "bench-chart.png"
 
 #: the targets of the benches that have their own command (issue 28's and the graph issue's);
 #: ``config.TARGETS`` holds the main bench's
-STATE_GROWTH_FACTOR = 1.5  # a round at 10M keys at most 1.5x a round at 10k keys, and no slower than SSS+RocksDB
+STATE_GROWTH_FACTOR = 1.2  # a round at 10M keys at most 1.2x a round at 10k keys
+STATE_GROWTH_VS_SSS = 0.5  # and at most half of SSS+RocksDB's micro-batch at every size
 RESTORE_FACTOR = 1.0  # a restore over a base and its deltas no slower than a fresh start plus reading the base
 
 #: the main bench's workloads, in the words of bench/README.md
@@ -251,13 +252,15 @@ def state_growth_section() -> list[str]:
         f = hi["incremental"]["median_round_s"] / lo["incremental"]["median_round_s"]
         lines.append(f"| {wl}: a round at {max(ks):,} keys at most {STATE_GROWTH_FACTOR}x one at {min(ks):,} "
                      f"| {f:.1f}x | {_met(f <= STATE_GROWTH_FACTOR)} |")
-        slower = [k for k, r in ks.items() if r["incremental"]["median_round_s"] > r["sss_rocksdb"]["median_round_s"]]
-        lines.append(f"| {wl}: no slower than SSS+RocksDB at any size "
-                     f"| slower at {', '.join(f'{k:,}' for k in sorted(slower)) or 'none'} | {_met(not slower)} |")
+        ratios = {k: r["incremental"]["median_round_s"] / r["sss_rocksdb"]["median_round_s"] for k, r in ks.items()}
+        lines.append(f"| {wl}: a round at most {STATE_GROWTH_VS_SSS}x SSS+RocksDB's micro-batch at every size "
+                     f"| {', '.join(f'{ratios[k]:.1f}x at {k:,}' for k in sorted(ratios))} "
+                     f"| {_met(all(v <= STATE_GROWTH_VS_SSS for v in ratios.values()))} |")
     memory = [r for r in rows if "peak_heap_mb" in (r.get("incremental") or {})]
     if memory:
         lines += ["", "Peak memory of the run's process (the driver JVM's used heap of its default maximum; the "
-                  "process tree's resident memory, off-heap and RocksDB's native memory included):", "",
+                  "process tree's resident memory, off-heap and RocksDB's native memory included, and the bench's own "
+                  "copy of the data for the pandas reference):", "",
                   "| workload | keys | Lockgate heap / max, MB | Lockgate resident, MB | SSS+RocksDB heap, MB "
                   "| SSS+RocksDB resident, MB |", "|---|---:|---:|---:|---:|---:|"]
         for r in sorted(memory, key=lambda r: (r["workload"], r["keys"])):
@@ -266,8 +269,13 @@ def state_growth_section() -> list[str]:
                          f"| {inc['peak_rss_mb']:,} | {_n(sss.get('peak_heap_mb'))} | {_n(sss.get('peak_rss_mb'))} |")
     lines += ["", "Bytes follow the window, not the state: an incremental round writes what its keys changed "
               "(a dedup round that sees no new key writes nothing). The round's time still grows with the "
-              "state: finding the touched keys scans every row of the base (held warm in Spark's cache) and "
-              "of the deltas, where a state store answers each key by a point lookup."]
+              "state, which is why the targets are missed. A steady round of the aggregate at 10 million keys "
+              "(Spark's event log, 2026-12-07, this machine) takes about 1.7 s: its main Spark job about 0.9 s, "
+              "nearly all in the stage that scans every row of the base (held warm in Spark's cache) and of "
+              "the deltas to find the 20,000 keys the window touched; two small jobs (the window's partials, "
+              "the keys' broadcast) 0.1-0.2 s; the rest on the driver (binding the round's template, "
+              "collecting its output, the commit). Structured Streaming answers each key from RocksDB by a "
+              "point lookup. The next step is a keyed store in each executor that a round probes by key."]
     return lines
 
 

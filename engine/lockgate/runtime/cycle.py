@@ -495,10 +495,11 @@ class CycleRunner:
                        for layer in layers]
             state[table] = LayeredState(self.spark, schema, folders, horizon(entry),
                                         rows=sum(int(layer["rows"]) for layer in layers))
-            swapped = self._warm is not None and bool(folders) and not folders[0][1] \
-                and self._warm.hold(self.job, table, folders[0][0], layers[0], schema) == "swapped"
-            if swapped:
+            kept = self._warm.hold(self.job, table, folders[0][0], layers[0], schema) \
+                if self._warm is not None and folders and not folders[0][1] else ""
+            if kept == "swapped":
                 faults.maybe_crash("warm_swapped", window)
+            state[table].warm = kept == "kept"
         if self._warm is not None:  # a table whose chain lost its base (or its state) holds none
             self._warm.release(self.job, {t for t in self._state_schemas
                                           if t not in state or not state[t].layers or state[t].layers[0][1]})

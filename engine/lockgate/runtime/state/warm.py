@@ -1,12 +1,17 @@
 """Warm state: each state table's base layer kept in Spark's cache from one round to the next.
 
 A round reads the keys it touches from its tables' layers (:mod:`.layers`). The deltas are
-small, what the last rounds changed; the base holds every key. Read from its Parquet files,
-the base costs every round what the state holds: at 10 million keys a round's lookup took
-3.1 s on the bench machine, against 0.5 s from memory (``python -m bench.state_growth``).
+small, what the last rounds changed; the base holds every key, and every round scans it to find
+the keys its window touched. Held warm, the scan reads Spark's in-memory columns instead of
+decoding Parquet, and a lookup into a warm base joins keys by plain equality
+(:func:`~.layers._split_semi`): together they took a steady round of a running aggregate over 10
+million keys from about 2.0 s to 1.65 s on the 2-core bench machine, where neither alone helped
+(``python -m bench.state_growth``).
 
-:class:`WarmBases` keeps, per job and table, the base layer the last round read, persisted
-(``MEMORY_AND_DISK``: Spark spills what does not fit; nothing fails for want of heap). It keeps
+:class:`WarmBases` keeps, per job and table, the base layer the last rounds read, persisted
+(``MEMORY_AND_DISK``: Spark spills what does not fit; nothing fails for want of heap), from the
+second round that starts from it: the first reads its files, since filling the cache while it
+scans slowed a restored run's first round by a fifth at a million keys (``bench.restore``). It keeps
 the base's *file read*, the very read a round's plan makes (:class:`~..file_reads.FileReads`
 gives two reads of one folder the same relation), so Spark's cache manager answers every later
 read of that folder from memory: a round built step by step or bound from its template alike,
@@ -15,8 +20,7 @@ with no change to the plans.
 Why this is exact: a layer folder named by a checkpoint's manifest is immutable once the
 checkpoint is written, and what is kept is that folder's rows and nothing the run derived. Each
 entry carries its *fingerprint* (the manifest's entry for the layer: its files, sizes and rows,
-and the files' modification times);
-a round whose restore point names another base, or the same folder with another fingerprint (a
+and the files' modification times); a round whose restore point names another base, or the same folder with another fingerprint (a
 folder written again after a reset), releases the old entry before anything reads it. So a run
 starting from any checkpoint, on a worker that ran the job before or not, reads the rows that
 checkpoint names: warm state is never carried across to a checkpoint that does not name it.
@@ -67,8 +71,10 @@ def fingerprint(uri: str, layer: Mapping[str, Any]) -> str:
 class _Held:
     uri: str
     fingerprint: str
+    schema: StructType
     rows: int
-    frame: DataFrame
+    #: the persisted read (None: seen by one round, not kept yet)
+    frame: DataFrame | None
     used: int
 
 
@@ -98,33 +104,39 @@ class WarmBases:
         self._clock = 0
 
     def hold(self, job: str, table: str, uri: str, layer: Mapping[str, Any], schema: StructType) -> str:
-        """Keep the base layer ``uri`` (manifest entry ``layer``) of ``job``'s ``table`` warm, in
-        place of any base held for it before. Returns ``"kept"`` (already held), ``"swapped"`` (held
-        in place of another base of the table), ``"held"`` (the table's first) or ``""`` (not held:
-        too small or too large). Its rows are cached by the first round that reads them."""
+        """Note that a round of ``job`` starts from the base layer ``uri`` (manifest entry
+        ``layer``) of its ``table``, and keep it warm from the second round that does. Returns
+        ``"kept"`` (warm, read there by an earlier round), ``"held"`` (persisted now: this round's
+        scan fills the cache), ``"seen"`` (the first round on this base: read from its files, as a
+        restored or adopted run's first round, which building the cache would slow),
+        ``"swapped"`` (seen in place of another base of the table, which is released) or ``""``
+        (not kept: too small or too large)."""
         self._clock += 1
         key = (job, table)
         mark = fingerprint(uri, layer)
         held = self._held.get(key)
         if held is not None and held.uri == uri and held.fingerprint == mark:
             held.used = self._clock
-            return "kept"
+            if held.frame is not None:
+                return "kept"
+            rows = held.rows
+            if rows < self.min_rows or rows > self.max_rows or self.max_rows == 0:
+                return ""
+            held.frame = FileReads.of(self.spark).parquet(held.schema, [uri]).persist(StorageLevel.MEMORY_AND_DISK)
+            self._evict(keep=key)
+            return "held"
+        swapped = held is not None and held.frame is not None
         if held is not None:
             self._drop(key)
         for other, h in list(self._held.items()):  # the same folder held with other contents
             if h.uri == uri:
                 self._drop(other)
-        rows = int(layer.get("rows") or 0)
-        if rows < self.min_rows or rows > self.max_rows or self.max_rows == 0:
-            return ""
-        frame = FileReads.of(self.spark).parquet(schema, [uri]).persist(StorageLevel.MEMORY_AND_DISK)
-        self._held[key] = _Held(uri, mark, rows, frame, self._clock)
-        self._evict(keep=key)
-        return "swapped" if held is not None else "held"
+        self._held[key] = _Held(uri, mark, schema, int(layer.get("rows") or 0), None, self._clock)
+        return "swapped" if swapped else "seen"
 
     def held(self, job: str | None = None) -> dict[tuple[str, str], str]:
         """The base folder held per ``(job, table)`` (of ``job`` only, when given)."""
-        return {k: h.uri for k, h in self._held.items() if job is None or k[0] == job}
+        return {k: h.uri for k, h in self._held.items() if h.frame is not None and (job is None or k[0] == job)}
 
     def release(self, job: str, tables: set[str] | None = None) -> None:
         """Release ``job``'s bases (those of ``tables`` only, when given)."""
@@ -133,12 +145,14 @@ class WarmBases:
 
     def _evict(self, keep: tuple[str, str]) -> None:
         """Release the least recently used bases until the rows held fit ``max_rows``."""
-        while sum(h.rows for h in self._held.values()) > self.max_rows:
-            oldest = min((k for k in self._held if k != keep), key=lambda k: self._held[k].used, default=None)
+        while sum(h.rows for h in self._held.values() if h.frame is not None) > self.max_rows:
+            oldest = min((k for k, h in self._held.items() if k != keep and h.frame is not None),
+                         key=lambda k: self._held[k].used, default=None)
             if oldest is None:
                 return
             self._drop(oldest)
 
     def _drop(self, key: tuple[str, str]) -> None:
         held = self._held.pop(key)
-        held.frame.unpersist(blocking=False)
+        if held.frame is not None:
+            held.frame.unpersist(blocking=False)
