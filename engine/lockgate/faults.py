@@ -11,9 +11,9 @@ Inside a round, ``mid_iteration`` fires in a graph computation's iteration cycle
 superstep ``LOCKGATE_FAULT_SUPERSTEP`` (default 2) of that window is complete.
 Inside a Delta or Iceberg sink's commit, ``in_sink_commit`` fires once the table commit is
 applied and before the committer deletes the staged output and reports the commit.
-``warm_swapped`` fires when a round has put a new base of a state table in Spark's cache in place
-of the one the run held (the round after a fold into a new base: :mod:`lockgate.runtime.state.warm`),
-before anything reads it.
+``warm_swapped`` fires when a round starts from a new base of a state table and releases the one
+the run held in Spark's cache (the round after a fold into a new base:
+:mod:`lockgate.runtime.state.warm`), before anything reads either.
 
 The process group is killed only when this process leads it (``start_new_session``,
 as a test or a supervisor starts a run); otherwise only this process is killed, and the

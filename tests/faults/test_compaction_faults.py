@@ -8,7 +8,7 @@ written and nothing committed (``after_stage``), with one sink committed (``mid_
 with every sink committed and no checkpoint row (``after_commit``), and right after the
 checkpoint row, before retention deletes what no checkpoint needs any more
 (``after_checkpoint``, once retention has started to expire checkpoints). One more kill lands in
-the round after a fold, as it puts the new base in Spark's cache in place of the one it held
+the round after a fold, as it releases the base it held in Spark's cache for the new one
 (``warm_swapped``: :mod:`lockgate.runtime.state.warm`). After each kill the
 catalog and every sink (files and PostgreSQL) are checked against the pandas reference; the
 finished job is checked row for row, and the job is then restored on purpose to a window
