@@ -269,13 +269,12 @@ def state_growth_section() -> list[str]:
                          f"| {inc['peak_rss_mb']:,} | {_n(sss.get('peak_heap_mb'))} | {_n(sss.get('peak_rss_mb'))} |")
     lines += ["", "Bytes follow the window, not the state: an incremental round writes what its keys changed "
               "(a dedup round that sees no new key writes nothing). The round's time still grows with the "
-              "state, which is why the targets are missed. A steady round of the aggregate at 10 million keys "
-              "(Spark's event log, 2026-12-07, this machine) takes about 1.7 s: its main Spark job about 0.9 s, "
-              "nearly all in the stage that scans every row of the base (held warm in Spark's cache) and of "
-              "the deltas to find the 20,000 keys the window touched; two small jobs (the window's partials, "
-              "the keys' broadcast) 0.1-0.2 s; the rest on the driver (binding the round's template, "
-              "collecting its output, the commit). Structured Streaming answers each key from RocksDB by a "
-              "point lookup. The next step is a keyed store in each executor that a round probes by key."]
+              "state, which is why the targets are missed: at 10 million keys most of a round's Spark time is "
+              "the stage that scans every row of the base (held warm in Spark's cache) and of the deltas to "
+              "find the keys the window touched, where Structured Streaming answers each key from RocksDB by "
+              "a point lookup. The rest is two small Spark jobs (the window's partials, the keys' broadcast) "
+              "and the driver's share (binding the round's template, collecting its output, the commit). The "
+              "next step is a keyed store in each executor that a round probes by key."]
     return lines
 
 

@@ -67,7 +67,7 @@ from .sinks import PARQUET_OPTIONS, driver_stageable, driver_writable, stage_sin
 from .sources import SourceSlice, SourceSpan, read_slice, read_span
 from .state import driver_fold, key_ranges, warm
 from .state.compaction import TableWrite, max_deltas, plan_write
-from .state.layers import LayeredState, StateDelta, delta_rows
+from .state.layers import LayeredState, StateDelta, delta_rows, split_rows
 from .state.warm import WarmBases
 from .translate import translate
 from .walk import OperatorStep, walk_cycles
@@ -229,6 +229,8 @@ class CycleRunner:
         self._state_in: dict[str, LayeredState] = {}
         #: the tables' bases kept in Spark's cache between rounds (None: LOCKGATE_WARM_STATE=0)
         self._warm = WarmBases.of(spark) if warm.enabled() else None
+        #: a table with a warm base and this many rows is looked up in two joins (LOCKGATE_STATE_SPLIT_ROWS)
+        self._split_rows = split_rows()
         #: the largest round run without code generation (LOCKGATE_CODEGEN_ROWS)
         self.codegen_rows = codegen_rows()
         #: records with no event time a catch-up group's sources hold (see _span_counts)
@@ -499,7 +501,7 @@ class CycleRunner:
                 if self._warm is not None and folders and not folders[0][1] else ""
             if kept == "swapped":
                 faults.maybe_crash("warm_swapped", window)
-            state[table].warm = kept == "kept"
+            state[table].split = kept == "kept" and state[table].rows >= self._split_rows
         if self._warm is not None:  # a table whose chain lost its base (or its state) holds none
             self._warm.release(self.job, {t for t in self._state_schemas
                                           if t not in state or not state[t].layers or state[t].layers[0][1]})

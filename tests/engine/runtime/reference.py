@@ -175,6 +175,18 @@ def aggregate(df: pd.DataFrame, by: list[str], aggs: dict[str, tuple[str, str | 
     return out
 
 
+
+def running_totals(records: pd.DataFrame, key: str, aggs: dict[str, tuple[str, str | None]], last: int) -> pd.DataFrame:
+    """A running aggregate's output through cycle ``last``: each cycle from ``W0`` emits the totals so
+    far of the keys its records touched, with ``lg_window`` the cycle."""
+    parts = []
+    for w in range(W0, last + 1):
+        touched = set(records.loc[records["cycle"] == w, key])
+        totals = aggregate(records[records["cycle"] <= w], [key], aggs)
+        parts.append(totals[totals[key].isin(touched)].assign(lg_window=w))
+    return pd.concat(parts, ignore_index=True)
+
+
 # -- comparison ----------------------------------------------------------------------------
 def _norm(v: Any) -> Any:
     if v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA or v is pd.NaT:

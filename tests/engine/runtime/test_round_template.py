@@ -27,7 +27,17 @@ import lockgate as lg
 
 if str(Path(__file__).resolve().parent) not in sys.path:  # reference.py, beside this file
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reference import CYCLE_US, T0_ISO, W0, aggregate, assert_same_rows, nexmark_events, read_sink, tumbling
+from reference import (
+    CYCLE_US,
+    T0_ISO,
+    W0,
+    aggregate,
+    assert_same_rows,
+    nexmark_events,
+    read_sink,
+    running_totals,
+    tumbling,
+)
 
 WINDOWS = 9
 #: a window with no file: its round cannot be bound (no read to swap), it is built step by step
@@ -85,15 +95,6 @@ def _bound(client, job: str) -> dict[int, bool]:
     return {c.window: "template_bind" in c.timings for c in client.list_cycles(job, limit=100).cycles}
 
 
-def _running_reference(records: pd.DataFrame, key: str, spec: dict, last: int) -> pd.DataFrame:
-    parts = []
-    for w in range(W0, last + 1):
-        touched = set(records.loc[records["cycle"] == w, key])
-        totals = aggregate(records[records["cycle"] <= w], [key], spec)
-        parts.append(totals[totals[key].isin(touched)].assign(lg_window=w))
-    return pd.concat(parts, ignore_index=True)
-
-
 @pytest.fixture
 def one_window_rounds(monkeypatch, tmp_path):
     monkeypatch.setenv("LOCKGATE_CATCHUP", "off")
@@ -131,7 +132,7 @@ def test_bound_rounds_equal_pandas_as_the_state_grows(spark, tmp_path, monkeypat
             assert sum(bound.values()) < WINDOWS - 1
 
         spec = {"n": ("count", None), "total": ("sum", "v"), "hi": ("max", "v")}
-        expected = _running_reference(records, "k", spec, last)
+        expected = running_totals(records, "k", spec, last)
         totals = read_sink(client, "templated", "totals")
         assert_same_rows(totals, expected, ["k", "lg_window"], what="running totals")
 
@@ -152,7 +153,7 @@ def test_rows_made_on_the_driver_are_bound_too(spark, tmp_path, monkeypatch):
     try:
         assert all(_bound(client, "templated_rows").values())
         bids = nexmark_events("bid", W0, last, **SOURCE)
-        expected = _running_reference(bids, "auction", {"n": ("count", None), "hi": ("max", "price")}, last)
+        expected = running_totals(bids, "auction", {"n": ("count", None), "hi": ("max", "price")}, last)
         result = read_sink(client, "templated_rows", "per_auction")
         assert_same_rows(result, expected, ["auction", "lg_window"], what="running aggregate of generated bids")
     finally:

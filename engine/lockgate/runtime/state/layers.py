@@ -43,7 +43,8 @@ DEFAULT_SPLIT_ROWS = 1_000_000
 
 def split_rows() -> int:
     """``LOCKGATE_STATE_SPLIT_ROWS``: the smallest table (rows in its layers) with a warm base whose
-    lookups join rows without a null key by plain equality (:func:`_split_semi`); 0: every such table."""
+    lookups join rows without a null key by plain equality (:func:`_split_semi`); 0: every such table.
+    Read once by a runner, which sets :attr:`LayeredState.split`."""
     return count_setting("LOCKGATE_STATE_SPLIT_ROWS", DEFAULT_SPLIT_ROWS, "rows", "0 splits every lookup")
 
 
@@ -161,7 +162,7 @@ class LayeredState:
         layers: list[tuple[str, bool]],
         horizon: tuple[str, int] | None,
         rows: int = 0,
-        warm: bool = False,
+        split: bool = False,
     ):
         self.spark = spark
         self.schema = schema
@@ -170,25 +171,22 @@ class LayeredState:
         self.horizon = horizon
         #: rows the layers hold (an upper bound of the live rows)
         self.rows = rows
-        #: the base is in Spark's cache, read there by an earlier round (:mod:`.warm`)
-        self.warm = warm
+        #: lookups join in two parts (:func:`_split_semi`): the runner sets it for a large table whose
+        #: base an earlier round read from Spark's cache (:mod:`.warm`); read from the files, the
+        #: split's second scan costs more than it saves
+        self.split = split
         self._extra: list[DataFrame] = []
 
     @property
     def empty(self) -> bool:
         return not self.layers and not self._extra
 
-    def _split(self) -> bool:
-        """Whether lookups join in two parts (:func:`_split_semi`): a warm base (read from the
-        files, the split's second scan costs more than it saves) of ``split_rows()`` rows or more."""
-        return self.warm and self.rows >= split_rows()
-
     def with_horizon_value(self, value: int) -> LayeredState:
         """These layers with the horizon's bound replaced by ``value`` (a round template builds its
         state with a sentinel there)."""
         if self.horizon is None:
             return self
-        out = LayeredState(self.spark, self.schema, self.layers, (self.horizon[0], value), self.rows, self.warm)
+        out = LayeredState(self.spark, self.schema, self.layers, (self.horizon[0], value), self.rows, self.split)
         out._extra = list(self._extra)
         return out
 
@@ -201,7 +199,7 @@ class LayeredState:
         """This state with ``delta`` as its newest layer and its horizon (not yet written);
         ``keep`` persists the layer when later rounds read it."""
         out = LayeredState(self.spark, self.schema, self.layers, delta.expire_below or self.horizon, self.rows,
-                           self.warm)
+                           self.split)
         rows = delta_rows(delta)
         out._extra = [*self._extra, rows if keep is None else keep(rows)]
         return out
@@ -218,7 +216,7 @@ class LayeredState:
         memory = LayeredState(self.spark, self.schema, [], self.horizon)
         memory._extra = self._extra
         merged = memory._merge(memory._frames(None, None, []), identity, keep_tombstones=True)
-        out = LayeredState(self.spark, self.schema, self.layers, self.horizon, self.rows, self.warm)
+        out = LayeredState(self.spark, self.schema, self.layers, self.horizon, self.rows, self.split)
         out._extra = [persist(merged.select(*[f.name for f in self.schema.fields], DELETED))]
         return out
 
@@ -268,7 +266,7 @@ class LayeredState:
         """What the layers' frames are made of, apart from the files' names and the horizon's
         value: layers with the same shape give the same plan over other reads."""
         in_memory = len(self._extra)
-        split = self._split()
+        split = self.split
         if not self._one_delta_read():
             return ("layers", tuple(d for _, d in self.layers), self.horizon is None, in_memory, split)
         return ("deltas", not self.layers[0][1], self._windows() is not None, self.horizon is None, in_memory, split)
@@ -336,7 +334,7 @@ class LayeredState:
             if where is not None:
                 df = df.filter(where)
             if right is not None:
-                df = (_split_semi if self._split() else _null_safe_semi)(df, right, on)
+                df = (_split_semi if self.split else _null_safe_semi)(df, right, on)
             out.append(df)
         return out
 

@@ -35,6 +35,7 @@ from reference import (
     emit_cycle,
     nexmark_events,
     read_sink,
+    running_totals,
     tumbling,
 )
 
@@ -62,15 +63,6 @@ def bids():
     return nexmark_events("bid", W0, LAST, **SOURCE)
 
 
-def running_reference(bids: pd.DataFrame, last: int) -> pd.DataFrame:
-    parts = []
-    for w in range(W0, last + 1):
-        touched = set(bids.loc[bids["cycle"] == w, "bidder"])
-        totals = aggregate(bids[bids["cycle"] <= w], ["bidder"], {"n": ("count", None), "total": ("sum", "price")})
-        parts.append(totals[totals["bidder"].isin(touched)].assign(lg_window=w))
-    return pd.concat(parts, ignore_index=True)
-
-
 def windowed_reference(bids: pd.DataFrame, last: int) -> pd.DataFrame:
     df = tumbling(bids, 20 * S)
     out = aggregate(df, ["auction", "window_start", "window_end"], {"n": ("count", None), "top": ("max", "price")})
@@ -79,7 +71,7 @@ def windowed_reference(bids: pd.DataFrame, last: int) -> pd.DataFrame:
 
 
 def check_results(client, job: str, bids: pd.DataFrame, last: int) -> None:
-    assert_same_rows(read_sink(client, job, "totals"), running_reference(bids, last), ["bidder", "lg_window"],
+    assert_same_rows(read_sink(client, job, "totals"), running_totals(bids, "bidder", {"n": ("count", None), "total": ("sum", "price")}, last), ["bidder", "lg_window"],
                      what="running totals")
     assert_same_rows(read_sink(client, job, "per_auction"), windowed_reference(bids, last),
                      ["auction", "window_start"], what="tumbling windows")

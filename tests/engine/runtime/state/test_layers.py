@@ -130,11 +130,10 @@ def _renamed_layers(spark, tmp_path: Path) -> list[tuple[str, bool]]:
 
 
 @pytest.mark.parametrize("split", [True, False], ids=["equality-and-nulls-apart", "null-safe"])
-def test_a_lookup_matches_null_keys_to_null_keys_joined_either_way(spark, tmp_path, monkeypatch, split):
+def test_a_lookup_matches_null_keys_to_null_keys_joined_either_way(spark, tmp_path, split):
     """A large table's lookups, its base warm, join rows without a null key by equality and the
     rows with one null-safely (``_split_semi``); a small table's join null-safely throughout. Both give the
     same rows, nulls matching nulls, over a base and a delta that replaces a null-keyed row."""
-    monkeypatch.setenv("LOCKGATE_STATE_SPLIT_ROWS", "0" if split else "1000000000")
     schema = StructType([StructField("a", LongType()), StructField("b", StringType()), StructField("v", LongType())])
     base = [(1, "x", 10), (1, None, 11), (None, "y", 12), (None, None, 13), (2, "x", 14)]
     delta = [(None, None, 23, False), (2, "x", None, True)]
@@ -143,7 +142,7 @@ def test_a_lookup_matches_null_keys_to_null_keys_joined_either_way(spark, tmp_pa
     spark.createDataFrame(delta, StructType([*schema.fields, StructField(DELETED, BooleanType())])).write.parquet(
         delta_uri)
     state = LayeredState(spark, schema, [(f"file://{base_uri}", False), (f"file://{delta_uri}", True)], None,
-                         rows=len(base) + len(delta), warm=True)
+                         rows=len(base) + len(delta), split=split)
     keys = spark.createDataFrame([(None, None), (1, None), (2, "x"), (3, "z")], "a long, b string")
     plan = state.lookup(("a", "b"), keys, ["a", "b"])
     got = sorted(((r.a, r.b, r.v) for r in plan.collect()), key=repr)

@@ -28,7 +28,7 @@ from lockgate.runtime.state.warm import WarmBases
 
 if str(Path(__file__).resolve().parent.parent) not in sys.path:  # reference.py, in the runtime tests
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from reference import T0_ISO, W0, aggregate, assert_same_rows, nexmark_events, read_sink
+from reference import T0_ISO, W0, assert_same_rows, nexmark_events, read_sink, running_totals
 
 SOURCE = {"events_per_second": 60, "seed": 5}
 LAST = W0 + 9
@@ -49,12 +49,7 @@ REF = f"{__file__}:totals_pipeline"
 
 def _reference(last: int) -> pd.DataFrame:
     bids = nexmark_events("bid", W0, last, **SOURCE)
-    parts = []
-    for w in range(W0, last + 1):
-        touched = set(bids.loc[bids["cycle"] == w, "bidder"])
-        totals = aggregate(bids[bids["cycle"] <= w], ["bidder"], {"n": ("count", None), "total": ("sum", "price")})
-        parts.append(totals[totals["bidder"].isin(touched)].assign(lg_window=w))
-    return pd.concat(parts, ignore_index=True)
+    return running_totals(bids, "bidder", {"n": ("count", None), "total": ("sum", "price")}, last)
 
 
 def _cached(spark, schema: StructType, uri: str) -> bool:
